@@ -1,0 +1,75 @@
+"""little-workflow: durable execution for LLM-agent workflows.
+
+Kill the process at any instant, restart it, and the run continues from where its
+durable log ends: no completed step runs again, no model or tool call whose answer was
+committed is paid for twice.
+
+The public API is re-exported here; sub-packages hold the layers (``storage`` now,
+``runtime``, ``harness``, ``durable`` and ``platform`` as they land).
+"""
+
+from __future__ import annotations
+
+from little_workflow.codec import JsonValue, canonical_json, sha256_digest
+from little_workflow.errors import (
+    ConfigError,
+    ConflictError,
+    CorruptDataError,
+    InvalidIdError,
+    InvalidInputError,
+    InvalidKeyError,
+    InvalidStoreUrlError,
+    InvalidValueError,
+    LittleWorkflowError,
+    RunFailedError,
+    SchemaVersionError,
+    StorageBusyError,
+    StorageError,
+    StorageUnavailableError,
+    UnknownEventTypeError,
+)
+from little_workflow.ids import new_id, validate_id
+from little_workflow.storage import (
+    EventLog,
+    RunInfo,
+    StorageAdapter,
+    create_file_storage,
+    create_in_memory_event_log,
+    create_in_memory_storage,
+    open_event_log,
+    open_storage,
+)
+
+__version__ = "0.1.0.dev0"
+
+__all__ = [
+    "ConfigError",
+    "ConflictError",
+    "CorruptDataError",
+    "EventLog",
+    "InvalidIdError",
+    "InvalidInputError",
+    "InvalidKeyError",
+    "InvalidStoreUrlError",
+    "InvalidValueError",
+    "JsonValue",
+    "LittleWorkflowError",
+    "RunFailedError",
+    "RunInfo",
+    "SchemaVersionError",
+    "StorageAdapter",
+    "StorageBusyError",
+    "StorageError",
+    "StorageUnavailableError",
+    "UnknownEventTypeError",
+    "__version__",
+    "canonical_json",
+    "create_file_storage",
+    "create_in_memory_event_log",
+    "create_in_memory_storage",
+    "new_id",
+    "open_event_log",
+    "open_storage",
+    "sha256_digest",
+    "validate_id",
+]

@@ -1,0 +1,106 @@
+"""The JSON codec: the only format that crosses a storage boundary.
+
+No pickle anywhere: stored data may be read by another version of the program, or be
+hostile. Values are plain JSON (``None``, ``bool``, ``int``, ``float``, ``str``, lists
+and string-keyed dicts; tuples are accepted and come back as lists). Anything else,
+including ``NaN`` and the infinities, is refused with ``InvalidValueError`` before a byte
+is written, so a value that was stored always reads back equal.
+
+``canonical_json`` is the form that identities are computed from: sorted keys, no
+spaces, UTF-8. ``sha256_digest`` prefixes the hex digest with ``sha256:`` as the design's
+``definitionHash`` does.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from typing import TypeAlias
+
+from little_workflow.errors import CorruptDataError, InvalidValueError
+
+__all__ = [
+    "JsonValue",
+    "canonical_json",
+    "check_json_value",
+    "dumps",
+    "loads",
+    "sha256_digest",
+]
+
+JsonValue: TypeAlias = bool | int | float | str | list["JsonValue"] | dict[str, "JsonValue"] | None
+
+# Deeper than this is refused on write and on read: the stdlib parser would recurse
+# until RecursionError, and nothing this program stores is nested so deeply.
+MAX_DEPTH = 500
+
+_ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+_CANONICAL_ENCODER = json.JSONEncoder(
+    ensure_ascii=False, allow_nan=False, separators=(",", ":"), sort_keys=True
+)
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def check_json_value(value: object, *, where: str = "value") -> None:
+    """Raise ``InvalidValueError`` unless ``value`` is plain JSON (see the module docstring)."""
+    stack: list[tuple[object, str, int]] = [(value, where, 0)]
+    while stack:
+        item, path, depth = stack.pop()
+        if isinstance(item, _SCALARS):
+            if isinstance(item, float) and not math.isfinite(item):
+                raise InvalidValueError(f"{path} is {item!r}, which JSON cannot represent")
+            continue
+        if depth >= MAX_DEPTH:
+            raise InvalidValueError(f"{path} is nested more than {MAX_DEPTH} levels deep")
+        if isinstance(item, dict):
+            for key, child in item.items():
+                if not isinstance(key, str):
+                    raise InvalidValueError(
+                        f"{path} has a key {key!r} of type {type(key).__name__}; "
+                        "JSON object keys must be strings"
+                    )
+                stack.append((child, f"{path}.{key}", depth + 1))
+        elif isinstance(item, list | tuple):
+            for index, child in enumerate(item):
+                stack.append((child, f"{path}[{index}]", depth + 1))
+        else:
+            raise InvalidValueError(
+                f"{path} is a {type(item).__name__}, which is not JSON "
+                "(store str, int, float, bool, None, lists and string-keyed dicts)"
+            )
+
+
+def dumps(value: object, *, where: str = "value") -> str:
+    """Compact JSON text for ``value``; ``InvalidValueError`` if it is not plain JSON."""
+    check_json_value(value, where=where)
+    text = _ENCODER.encode(value)
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise InvalidValueError(
+                f"{where} holds a string with a lone surrogate ({exc.object[exc.start]!r}), "
+                "which is not valid Unicode text"
+            ) from exc
+    return text
+
+
+def loads(text: str | bytes, *, where: str = "stored value") -> JsonValue:
+    """Parse JSON text read back from storage; ``CorruptDataError`` naming ``where`` if bad."""
+    try:
+        result: JsonValue = json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise CorruptDataError(f"{where} is not valid JSON: {exc}") from exc
+    return result
+
+
+def canonical_json(value: object) -> bytes:
+    """The canonical UTF-8 JSON bytes of ``value``: sorted keys, no whitespace."""
+    check_json_value(value)
+    return _CANONICAL_ENCODER.encode(value).encode("utf-8")
+
+
+def sha256_digest(value: object) -> str:
+    """``sha256:`` followed by the hex SHA-256 of ``canonical_json(value)``."""
+    return "sha256:" + hashlib.sha256(canonical_json(value)).hexdigest()

@@ -1,0 +1,10 @@
+"""Durable: run locks and leases, memoization by path, the replay cursor.
+
+Built on ``storage``; used by ``harness`` and ``runtime``.
+"""
+
+from __future__ import annotations
+
+from little_workflow.durable._locks import FileLock, LockOwner
+
+__all__ = ["FileLock", "LockOwner"]

@@ -1,0 +1,432 @@
+"""Every event type of the durable log, one pydantic model each.
+
+The log is the source of truth: a run's state is a pure function of its events. This
+module is the contract for what is on disk, so its names are the seed's, exactly:
+``StepCompleted``, ``StepAttemptStarted``, ``OuterLoopCycleCompleted``,
+``harness.model.called`` and the rest. Field names are stored in camelCase (``stepPath``)
+like the seed's JSON; Python code uses snake_case (``step_path``).
+
+An event is stored as its ``type`` string plus the JSON of its fields. Reading back a
+type this program has no model for raises ``UnknownEventTypeError``; fields that do not
+validate raise ``CorruptDataError``. Both name the run and sequence number. Models
+forbid unknown fields so that a log written by a newer, incompatible version is
+reported instead of half-understood.
+
+Adding an event: define the model with ``TYPE``, decorate it with ``@_event``. Never
+rename a ``TYPE`` or a stored field: golden logs under ``tests/`` pin them.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal, TypeVar
+
+import pydantic
+from pydantic import BaseModel, ConfigDict, JsonValue
+from pydantic.alias_generators import to_camel
+
+from little_workflow.errors import CorruptDataError, UnknownEventTypeError
+
+__all__ = [
+    "EVENT_TYPES",
+    "Event",
+    "HarnessExecuteStepSucceeded",
+    "HarnessModelCalled",
+    "HarnessModelResponded",
+    "HarnessSessionCompleted",
+    "HarnessSessionStarted",
+    "HarnessToolCallFailed",
+    "HarnessToolCallStarted",
+    "HarnessToolCallSucceeded",
+    "OuterLoopCycleCompleted",
+    "OuterLoopCycleResult",
+    "RecordedEvent",
+    "RunCancelled",
+    "RunCompleted",
+    "RunFailed",
+    "RunIndexUpdate",
+    "RunResumed",
+    "RunStarted",
+    "RunStatus",
+    "StepAttemptFailed",
+    "StepAttemptStarted",
+    "StepCompleted",
+    "StepFailed",
+    "SubRunStarted",
+    "decode_event",
+    "encode_event",
+]
+
+
+class RunStatus(enum.StrEnum):
+    """A run's status as the run index records it, derived from lifecycle events."""
+
+    RUNNING = "running"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+class Event(BaseModel):
+    """Base of every event. Subclasses set ``TYPE``, the stored type string."""
+
+    model_config = ConfigDict(
+        frozen=True,
+        extra="forbid",
+        alias_generator=to_camel,
+        populate_by_name=True,
+        allow_inf_nan=False,
+    )
+
+    TYPE: ClassVar[str]
+    #: The run status this event moves the run index to, if it is a lifecycle event.
+    RUN_STATUS: ClassVar[RunStatus | None] = None
+
+    def run_index_update(self) -> RunIndexUpdate | None:
+        """What appending this event changes in the run index (status, workflow, parent)."""
+        if self.RUN_STATUS is None:
+            return None
+        return RunIndexUpdate(status=self.RUN_STATUS)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunIndexUpdate:
+    """A change to a run's row in the run index; ``None`` fields stay as they are."""
+
+    status: RunStatus | None = None
+    workflow: str | None = None
+    parent_run_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RecordedEvent:
+    """An event as read back from a log: where it sits and when it was appended."""
+
+    run_id: str
+    #: 1, 2, 3, ... per run, no gaps, assigned by the log at append.
+    seq: int
+    #: Seconds since the epoch when the log appended it.
+    ts: float
+    event: Event
+
+    @property
+    def type(self) -> str:
+        """The event's stored type string, such as ``StepCompleted``."""
+        return self.event.TYPE
+
+
+EVENT_TYPES: dict[str, type[Event]] = {}
+_E = TypeVar("_E", bound=type[Event])
+
+
+def _event(cls: _E) -> _E:
+    if cls.TYPE in EVENT_TYPES:  # pragma: no cover - a programming error caught at import
+        raise RuntimeError(f"event type {cls.TYPE!r} is defined twice")
+    EVENT_TYPES[cls.TYPE] = cls
+    return cls
+
+
+# --- run lifecycle -------------------------------------------------------------------
+
+
+@_event
+class RunStarted(Event):
+    """A run began: what it runs and with which input. Always a run's first event."""
+
+    TYPE = "RunStarted"
+    RUN_STATUS = RunStatus.RUNNING
+
+    workflow_name: str
+    definition_hash: str
+    workflow_version_id: str
+    input: JsonValue = None
+    parent_run_id: str | None = None
+    parent_step_path: str | None = None
+    outer_loop_id: str | None = None
+    cycle_number: int | None = None
+
+    def run_index_update(self) -> RunIndexUpdate:
+        """A started run records its workflow and parent in the index."""
+        return RunIndexUpdate(
+            status=RunStatus.RUNNING,
+            workflow=self.workflow_name,
+            parent_run_id=self.parent_run_id,
+        )
+
+
+@_event
+class RunResumed(Event):
+    """A process picked the run up again after a restart, a retry or an explicit resume."""
+
+    TYPE = "RunResumed"
+    RUN_STATUS = RunStatus.RUNNING
+
+    reason: str = "resume"
+    pid: int | None = None
+
+
+@_event
+class RunCompleted(Event):
+    """The run produced its output. Nothing is appended after it."""
+
+    TYPE = "RunCompleted"
+    RUN_STATUS = RunStatus.COMPLETED
+
+    output: JsonValue = None
+
+
+@_event
+class RunFailed(Event):
+    """The run failed for good; ``cause_code`` is the stable reason."""
+
+    TYPE = "RunFailed"
+    RUN_STATUS = RunStatus.FAILED
+
+    cause_code: str
+    message: str
+    step_path: str | None = None
+
+
+@_event
+class RunCancelled(Event):
+    """The run was cancelled by a person or a program."""
+
+    TYPE = "RunCancelled"
+    RUN_STATUS = RunStatus.CANCELLED
+
+    reason: str | None = None
+
+
+# --- Layer A: steps ------------------------------------------------------------------
+
+
+@_event
+class StepAttemptStarted(Event):
+    """An attempt of a step (at one path, one visit) began; it may not finish."""
+
+    TYPE = "StepAttemptStarted"
+
+    step_path: str
+    step_id: str
+    kind: str
+    attempt: int = 1
+    visit: int | None = None
+
+
+@_event
+class StepAttemptFailed(Event):
+    """An attempt raised; ``will_retry`` says whether the retry policy tries again."""
+
+    TYPE = "StepAttemptFailed"
+
+    step_path: str
+    attempt: int
+    error_code: str
+    message: str
+    will_retry: bool
+
+
+@_event
+class StepCompleted(Event):
+    """The durability unit of Layer A: a step at a path (and visit) finished.
+
+    A committed ``StepCompleted`` is never executed again. For a decision step,
+    ``route`` is the chosen target, which is how a resumed run finds its
+    ``pendingDecisionTarget``.
+    """
+
+    TYPE = "StepCompleted"
+
+    step_path: str
+    step_id: str
+    kind: str
+    visit: int | None = None
+    output: JsonValue = None
+    route: str | None = None
+
+
+@_event
+class StepFailed(Event):
+    """A step failed for good (retries exhausted or a non-retryable error)."""
+
+    TYPE = "StepFailed"
+
+    step_path: str
+    step_id: str
+    cause_code: str
+    message: str
+
+
+@_event
+class SubRunStarted(Event):
+    """A ``workflow`` step committed the id of its sub-run before starting it."""
+
+    TYPE = "SubRunStarted"
+
+    step_path: str
+    sub_run_id: str
+    workflow_name: str
+    definition_hash: str
+
+
+# --- Layer B: outer loops ------------------------------------------------------------
+
+
+class OuterLoopCycleResult(BaseModel):
+    """What ``supervise()`` decided for a cycle: ``done`` with the final output, or ``continue``."""
+
+    model_config = ConfigDict(
+        frozen=True, extra="forbid", alias_generator=to_camel, populate_by_name=True
+    )
+
+    kind: Literal["done", "continue"]
+    final_output: JsonValue = None
+    summary: str | None = None
+
+
+@_event
+class OuterLoopCycleCompleted(Event):
+    """The cycle commit point: the first one for a cycle is authoritative."""
+
+    TYPE = "OuterLoopCycleCompleted"
+
+    outer_loop_id: str
+    cycle_number: int
+    result: OuterLoopCycleResult
+
+
+# --- Layer C: harness sessions -------------------------------------------------------
+
+
+@_event
+class HarnessSessionStarted(Event):
+    """A harness session began; its capability manifest is checked on resume."""
+
+    TYPE = "harness.session.started"
+
+    session_id: str
+    role: str
+    step_path: str | None = None
+    manifest: dict[str, JsonValue]
+    manifest_hash: str
+
+
+@_event
+class HarnessModelCalled(Event):
+    """A model call is about to be made (its response may never be recorded)."""
+
+    TYPE = "harness.model.called"
+
+    session_id: str
+    call_id: str
+    slot: str
+    request: JsonValue = None
+
+
+@_event
+class HarnessModelResponded(Event):
+    """The committed response to a ``harness.model.called`` with the same ``call_id``."""
+
+    TYPE = "harness.model.responded"
+
+    session_id: str
+    call_id: str
+    response: JsonValue = None
+
+
+@_event
+class HarnessToolCallStarted(Event):
+    """A tool call is about to run (``start_workflow`` records its ``subRunId`` here)."""
+
+    TYPE = "harness.tool_call.started"
+
+    session_id: str
+    call_id: str
+    tool_name: str
+    arguments: JsonValue = None
+
+
+@_event
+class HarnessToolCallSucceeded(Event):
+    """A tool call's committed result."""
+
+    TYPE = "harness.tool_call.succeeded"
+
+    session_id: str
+    call_id: str
+    result: JsonValue = None
+
+
+@_event
+class HarnessToolCallFailed(Event):
+    """A tool call raised; the error goes back to the model and is replayed as an error."""
+
+    TYPE = "harness.tool_call.failed"
+
+    session_id: str
+    call_id: str
+    error_code: str
+    message: str
+
+
+@_event
+class HarnessExecuteStepSucceeded(Event):
+    """A direct-execute step's callable returned; committed before its ``StepCompleted``."""
+
+    TYPE = "harness.execute_step.succeeded"
+
+    step_path: str
+    attempt: int = 1
+    result: JsonValue = None
+
+
+@_event
+class HarnessSessionCompleted(Event):
+    """A harness session finished with its output."""
+
+    TYPE = "harness.session.completed"
+
+    session_id: str
+    output: JsonValue = None
+
+
+# --- encoding ------------------------------------------------------------------------
+
+
+def encode_event(event: Event) -> str:
+    """The stored JSON of an event's fields (camelCase), without its type."""
+    return event.model_dump_json(by_alias=True)
+
+
+_DECODERS: dict[str, Callable[[str | bytes], Event]] = {
+    type_name: model.model_validate_json for type_name, model in EVENT_TYPES.items()
+}
+
+
+def decode_event(type_name: str, data: str | bytes, *, where: str) -> Event:
+    """Rebuild an event from its stored type and JSON; ``where`` names it in errors.
+
+    Raises ``UnknownEventTypeError`` for a type with no model and ``CorruptDataError``
+    for data that does not validate against the model.
+    """
+    decoder = _DECODERS.get(type_name)
+    if decoder is None:
+        raise UnknownEventTypeError(
+            f"{where}: unknown event type {type_name!r}; this version of little-workflow "
+            f"knows {len(EVENT_TYPES)} types. Was the log written by a newer version?"
+        )
+    try:
+        return decoder(data)
+    except pydantic.ValidationError as exc:
+        raise CorruptDataError(
+            f"{where}: stored {type_name} event does not validate: "
+            f"{exc.error_count()} error(s), first: {_first_error(exc)}"
+        ) from exc
+
+
+def _first_error(exc: pydantic.ValidationError) -> str:
+    first: Any = exc.errors(include_url=False)[0]
+    location = ".".join(str(part) for part in first.get("loc", ()))
+    return f"{location or '<root>'}: {first.get('msg', '')}"

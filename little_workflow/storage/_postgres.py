@@ -1,0 +1,366 @@
+"""PostgreSQL backends: ``PostgresStorage`` (KV) and ``PostgresEventLog``.
+
+Both run on a ``PostgresDatabase`` (pool, schema, migrations: see ``_postgres_db``).
+Each ``open_*`` function opens its own; pass one database to both constructors to share
+a pool, and close the database yourself.
+
+How an append stays gap-free across processes: one transaction upserts the run's row in
+``runs`` with ``last_seq = last_seq + n ... RETURNING last_seq``. The upsert takes the
+row lock, so a concurrent appender to the same run (in this process or on another
+machine) waits until this transaction ends and then reads the new ``last_seq``; the
+events are inserted with the sequence numbers that reservation gave, in the same
+transaction. A failed ``expected_seq`` check raises inside the transaction, which rolls
+the reservation back. Rejected: ``SELECT max(seq) + 1`` (two appenders read the same
+max; the primary key would then refuse one, forcing retries) and a PostgreSQL sequence
+per run (sequences are not transactional, so a rollback would leave a gap).
+
+Timestamps come from the server's clock (``statement_timestamp()``), the one clock
+every worker shares, so ``list_runs`` orders runs created on different machines
+consistently and a run's event timestamps never go backwards.
+"""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Iterable, Sequence
+from typing import Any, Final
+
+from psycopg import sql
+
+from little_workflow import codec
+from little_workflow.codec import JsonValue
+from little_workflow.errors import ConflictError, CorruptDataError, StorageError
+from little_workflow.events import Event, RecordedEvent, RunStatus, decode_event, encode_event
+from little_workflow.ids import validate_id
+from little_workflow.storage._keys import prefix_upper_bound, validate_key, validate_prefix
+from little_workflow.storage._postgres_db import PostgresDatabase
+from little_workflow.storage._protocols import RunInfo, apply_run_index
+from little_workflow.storage._url import StoreSpec
+from little_workflow.storage._values import encode_value
+
+__all__ = [
+    "PostgresDatabase",
+    "PostgresEventLog",
+    "PostgresStorage",
+    "open_postgres_event_log",
+    "open_postgres_storage",
+]
+
+
+class _Backend:
+    """What both backends share: the database, whether they own it, closing."""
+
+    def __init__(self, database: PostgresDatabase, *, owns_database: bool) -> None:
+        self._database = database
+        self._owns_database = owns_database
+        self._closed = False
+
+    @property
+    def database(self) -> PostgresDatabase:
+        """The database this backend runs on (share it with another backend)."""
+        return self._database
+
+    def _open_database(self, doing: str) -> PostgresDatabase:
+        if self._closed:
+            raise StorageError(
+                f"cannot {doing}: the store on {self._database.description} was closed"
+            )
+        return self._database
+
+    async def close(self) -> None:
+        """Stop using the database; close it too if this backend opened it."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._owns_database:
+            await self._database.close()
+
+
+# --- key-value store -----------------------------------------------------------------
+
+_GET: Final = "SELECT value FROM kv WHERE key = %s"
+_GET_MANY: Final = "SELECT key, value FROM kv WHERE key = ANY(%s::text[])"
+_SET: Final = (
+    "INSERT INTO kv (key, value) VALUES (%s, %s)"
+    " ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value"
+)
+_DELETE: Final = "DELETE FROM kv WHERE key = %s"
+_LIST_ALL: Final = "SELECT key FROM kv ORDER BY key"
+_LIST_RANGE: Final = "SELECT key FROM kv WHERE key >= %s AND key < %s ORDER BY key"
+# Only for a prefix with no upper bound (made of U+10FFFF alone): never in practice.
+_LIST_STARTS_WITH: Final = "SELECT key FROM kv WHERE starts_with(key, %s) ORDER BY key"
+
+
+class PostgresStorage(_Backend):
+    """A ``StorageAdapter`` in the ``kv`` table of a PostgreSQL schema.
+
+    Values are stored as the exact JSON text ``encode_value`` produces. ``get_many`` is
+    one statement for any number of keys; ``list`` is a range scan on the primary key.
+    """
+
+    def __init__(self, database: PostgresDatabase, *, owns_database: bool = False) -> None:
+        """Use ``database``; with ``owns_database`` ``close()`` closes it too."""
+        super().__init__(database, owns_database=owns_database)
+
+    def _where(self, key: str) -> str:
+        return f"value of key {key!r} in {self._database.description}"
+
+    async def get(self, key: str) -> JsonValue | None:
+        """The value at ``key``, or ``None``."""
+        validate_key(key)
+        doing = f"read key {key!r}"
+        async with self._open_database(doing).connection(doing) as conn:
+            cursor = await conn.execute(_GET, [key])
+            row = await cursor.fetchone()
+        return None if row is None else codec.loads(row[0], where=self._where(key))
+
+    async def get_many(self, keys: Iterable[str]) -> dict[str, JsonValue]:
+        """Every stored value among ``keys``, in one statement; missing keys are absent."""
+        wanted = list(dict.fromkeys(validate_key(key) for key in keys))
+        if not wanted:
+            return {}
+        doing = f"read {len(wanted)} keys"
+        async with self._open_database(doing).connection(doing) as conn:
+            cursor = await conn.execute(_GET_MANY, [wanted])
+            rows = await cursor.fetchall()
+        found: dict[str, str] = {row[0]: row[1] for row in rows}
+        return {
+            key: codec.loads(found[key], where=self._where(key)) for key in wanted if key in found
+        }
+
+    async def set(self, key: str, value: JsonValue) -> None:
+        """Store ``value`` at ``key`` (an upsert: atomic whether or not it existed)."""
+        text = encode_value(validate_key(key), value)
+        doing = f"write key {key!r}"
+        async with self._open_database(doing).connection(doing) as conn:
+            await conn.execute(_SET, [key, text])
+
+    async def delete(self, key: str) -> None:
+        """Remove ``key`` if present."""
+        validate_key(key)
+        doing = f"delete key {key!r}"
+        async with self._open_database(doing).connection(doing) as conn:
+            await conn.execute(_DELETE, [key])
+
+    async def list(self, prefix: str = "") -> builtins.list[str]:
+        """Keys starting with exactly ``prefix``, sorted by code point."""
+        validate_prefix(prefix)
+        bound = prefix_upper_bound(prefix)
+        doing = f"list keys under {prefix!r}"
+        async with self._open_database(doing).connection(doing) as conn:
+            if not prefix:
+                cursor = await conn.execute(_LIST_ALL)
+            elif bound is not None:
+                cursor = await conn.execute(_LIST_RANGE, [prefix, bound])
+            else:
+                cursor = await conn.execute(_LIST_STARTS_WITH, [prefix])
+            rows = await cursor.fetchall()
+        return [row[0] for row in rows]
+
+
+# --- event log -----------------------------------------------------------------------
+
+# Reserves the run's next sequence numbers under its row lock (see the module
+# docstring); COALESCE keeps index fields that these events do not set.
+_RESERVE: Final = """
+INSERT INTO runs AS r (run_id, status, workflow, parent_run_id, created_at, updated_at,
+                       last_seq)
+VALUES (%(run_id)s, %(status)s, %(workflow)s, %(parent_run_id)s,
+        extract(epoch FROM statement_timestamp())::double precision,
+        extract(epoch FROM statement_timestamp())::double precision,
+        %(count)s::bigint)
+ON CONFLICT (run_id) DO UPDATE SET
+    last_seq = r.last_seq + EXCLUDED.last_seq,
+    updated_at = GREATEST(r.updated_at, EXCLUDED.updated_at),
+    status = COALESCE(EXCLUDED.status, r.status),
+    workflow = COALESCE(EXCLUDED.workflow, r.workflow),
+    parent_run_id = COALESCE(EXCLUDED.parent_run_id, r.parent_run_id)
+RETURNING last_seq, updated_at
+"""
+# One statement for the whole batch, however large: no round trip per event.
+_INSERT_EVENTS: Final = """
+INSERT INTO events (run_id, seq, type, ts, data)
+SELECT %(run_id)s::text, %(base)s::bigint + e.ord, e.type, %(ts)s::double precision, e.data
+FROM unnest(%(types)s::text[], %(data)s::text[]) WITH ORDINALITY AS e(type, data, ord)
+"""
+_READ: Final = (
+    "SELECT seq, type, ts, data FROM events WHERE run_id = %s AND seq > %s ORDER BY seq LIMIT %s"
+)
+_LAST_SEQ: Final = "SELECT last_seq FROM runs WHERE run_id = %s"
+_RUN_COLUMNS: Final = (
+    "SELECT run_id, status, workflow, parent_run_id, created_at, updated_at, last_seq FROM runs"
+)
+
+
+class PostgresEventLog(_Backend):
+    """An ``EventLog`` in the ``events`` and ``runs`` tables of a PostgreSQL schema.
+
+    Safe for any number of processes on any number of machines: sequence numbers are
+    reserved under the run's row lock, so they are 1, 2, 3, ... with no gap or duplicate.
+    """
+
+    def __init__(self, database: PostgresDatabase, *, owns_database: bool = False) -> None:
+        """Use ``database``; with ``owns_database`` ``close()`` closes it too."""
+        super().__init__(database, owns_database=owns_database)
+
+    async def append(
+        self,
+        run_id: str,
+        events: Sequence[Event],
+        *,
+        sync: bool = True,
+        expected_seq: int | None = None,
+    ) -> list[int]:
+        """Append ``events`` in one transaction; see ``EventLog.append``.
+
+        ``sync=False`` commits with ``synchronous_commit`` off for this transaction only:
+        visible at once, flushed by the server's WAL writer a moment later. If the
+        connection drops while committing, the outcome is unknown (as with any database);
+        a caller that retries should pass ``expected_seq`` so a retry cannot duplicate.
+        """
+        validate_id(run_id, what="run id")
+        types = [event.TYPE for event in events]
+        data = [encode_event(event) for event in events]
+        if not events:
+            if expected_seq is not None:
+                found = await self.last_seq(run_id)
+                if found != expected_seq:
+                    raise _conflict(run_id, expected_seq, found)
+            return []
+        index = apply_run_index(events)
+        count = len(events)
+        doing = f"append {count} event(s) to run {run_id!r}"
+        async with self._open_database(doing).transaction(doing) as conn:
+            if not sync:
+                await conn.execute("SET LOCAL synchronous_commit TO OFF")
+            cursor = await conn.execute(
+                _RESERVE,
+                {
+                    "run_id": run_id,
+                    "status": None if index.status is None else index.status.value,
+                    "workflow": index.workflow,
+                    "parent_run_id": index.parent_run_id,
+                    "count": count,
+                },
+            )
+            row = await cursor.fetchone()
+            assert row is not None  # an upsert with RETURNING always returns its row
+            last, ts = int(row[0]), float(row[1])
+            before = last - count
+            if expected_seq is not None and before != expected_seq:
+                raise _conflict(run_id, expected_seq, before)  # rolls the reservation back
+            await conn.execute(
+                _INSERT_EVENTS,
+                {"run_id": run_id, "base": before, "ts": ts, "types": types, "data": data},
+            )
+        return list(range(before + 1, last + 1))
+
+    async def read(
+        self, run_id: str, *, after: int = 0, limit: int | None = None
+    ) -> list[RecordedEvent]:
+        """The run's events with ``seq > after``, in order (at most ``limit``)."""
+        validate_id(run_id, what="run id")
+        doing = f"read run {run_id!r}"
+        async with self._open_database(doing).connection(doing) as conn:
+            cursor = await conn.execute(
+                _READ, [run_id, max(after, 0), None if limit is None else max(limit, 0)]
+            )
+            rows = await cursor.fetchall()
+        return [
+            RecordedEvent(
+                run_id=run_id,
+                seq=seq,
+                ts=ts,
+                event=decode_event(type_name, data, where=f"run {run_id!r} seq {seq}"),
+            )
+            for seq, type_name, ts, data in rows
+        ]
+
+    async def last_seq(self, run_id: str) -> int:
+        """The run's latest sequence number, 0 if it has none."""
+        validate_id(run_id, what="run id")
+        doing = f"read the last seq of run {run_id!r}"
+        async with self._open_database(doing).connection(doing) as conn:
+            cursor = await conn.execute(_LAST_SEQ, [run_id])
+            row = await cursor.fetchone()
+        return 0 if row is None else int(row[0])
+
+    async def get_run(self, run_id: str) -> RunInfo | None:
+        """The run's index row, or ``None`` if it has no events."""
+        validate_id(run_id, what="run id")
+        doing = f"read run {run_id!r}"
+        async with self._open_database(doing).connection(doing) as conn:
+            cursor = await conn.execute(_RUN_COLUMNS + " WHERE run_id = %s", [run_id])
+            row = await cursor.fetchone()
+        return None if row is None else _run_info(row)
+
+    async def list_runs(
+        self,
+        *,
+        status: RunStatus | None = None,
+        workflow: str | None = None,
+        parent_run_id: str | None = None,
+        limit: int | None = None,
+    ) -> list[RunInfo]:
+        """Runs matching every given filter, newest first (ties: run id, descending)."""
+        # Only the filters given go into the WHERE clause, so each combination gets a
+        # plan that can use its index; "(%s IS NULL OR col = %s)" would defeat them.
+        clauses: list[sql.Composable] = []
+        params: list[Any] = []
+        for column, value in (
+            ("status", None if status is None else str(status)),
+            ("workflow", workflow),
+            ("parent_run_id", parent_run_id),
+        ):
+            if value is not None:
+                clauses.append(sql.SQL("{} = %s").format(sql.Identifier(column)))
+                params.append(value)
+        where = sql.SQL(" WHERE ") + sql.SQL(" AND ").join(clauses) if clauses else sql.SQL("")
+        query = sql.SQL("{}{} ORDER BY created_at DESC, run_id DESC LIMIT %s").format(
+            sql.SQL(_RUN_COLUMNS), where
+        )
+        params.append(None if limit is None else max(limit, 0))
+        doing = "list runs"
+        async with self._open_database(doing).connection(doing) as conn:
+            cursor = await conn.execute(query, params)
+            rows = await cursor.fetchall()
+        return [_run_info(row) for row in rows]
+
+
+def _conflict(run_id: str, expected: int, found: int) -> ConflictError:
+    return ConflictError(
+        f"run {run_id!r}: expected last seq {expected}, found {found}; "
+        "another writer appended first"
+    )
+
+
+def _run_info(row: tuple[Any, ...]) -> RunInfo:
+    run_id, status, workflow, parent_run_id, created_at, updated_at, last_seq = row
+    try:
+        run_status = None if status is None else RunStatus(status)
+    except ValueError as exc:
+        raise CorruptDataError(
+            f"run {run_id!r}: the run index holds an unknown status {status!r}"
+        ) from exc
+    return RunInfo(
+        run_id=run_id,
+        status=run_status,
+        workflow=workflow,
+        parent_run_id=parent_run_id,
+        created_at=float(created_at),
+        updated_at=float(updated_at),
+        last_seq=int(last_seq),
+    )
+
+
+# --- opening -------------------------------------------------------------------------
+
+
+async def open_postgres_storage(spec: StoreSpec) -> PostgresStorage:
+    """Open a ``PostgresStorage`` on its own ``PostgresDatabase``, closed with it."""
+    return PostgresStorage(await PostgresDatabase.open(spec), owns_database=True)
+
+
+async def open_postgres_event_log(spec: StoreSpec) -> PostgresEventLog:
+    """Open a ``PostgresEventLog`` on its own ``PostgresDatabase``, closed with it."""
+    return PostgresEventLog(await PostgresDatabase.open(spec), owns_database=True)

@@ -1,0 +1,380 @@
+"""One PostgreSQL database connection for the Postgres backends: pool, schema, migrations.
+
+``PostgresDatabase`` owns a small ``psycopg_pool.AsyncConnectionPool`` whose connections
+are in autocommit mode with ``search_path`` set to the store's schema, so the backends
+write unqualified table names and open an explicit transaction only where they need
+one. Opening it creates the schema if missing and applies ``MIGRATIONS``.
+
+Migrations are an append-only sequence of SQL scripts; script ``i`` is version ``i + 1``
+and is recorded in ``lw_schema_migrations`` when applied. Never edit or reorder a
+script that has shipped: add a new one. They run in one transaction under a
+transaction-scoped advisory lock keyed by the schema name, so two processes opening a
+fresh schema at once do not both migrate: the second waits, then finds nothing to do.
+A database that records a version newer than this program knows is refused with
+``SchemaVersionError`` rather than half-understood.
+
+Rejected designs: ``CREATE ... IF NOT EXISTS`` on every open without a lock (two
+concurrent ``CREATE SCHEMA IF NOT EXISTS`` can still collide on the catalog's unique
+index, and it gives no place to record or refuse versions); opening the pool first and
+migrating through it (an unreachable server then surfaces as a bare pool timeout after
+the full wait instead of libpq's reason, so the first connection is made directly).
+
+Driver errors are translated here, once: a failure to reach the server (and any other
+``psycopg.OperationalError``) becomes ``StorageUnavailableError``, any other driver
+error ``StorageError``, both ``raise ... from exc``. Messages name host, port, database
+and schema, never the password.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+from collections.abc import AsyncIterator, Sequence
+from typing import Any, Final, LiteralString
+
+import psycopg
+from psycopg import AsyncConnection, sql
+from psycopg.conninfo import conninfo_to_dict
+from psycopg.rows import TupleRow
+from psycopg_pool import AsyncConnectionPool
+
+from little_workflow.errors import (
+    ConfigError,
+    InvalidStoreUrlError,
+    InvalidValueError,
+    SchemaVersionError,
+    StorageError,
+    StorageUnavailableError,
+)
+from little_workflow.storage._url import StoreSpec
+
+__all__ = ["MIGRATIONS", "MIGRATIONS_TABLE", "PostgresDatabase"]
+
+#: Where applied migration versions are recorded, inside the store's schema.
+MIGRATIONS_TABLE: Final = "lw_schema_migrations"
+
+#: The schema's migrations, append-only: script ``i`` is version ``i + 1``.
+MIGRATIONS: Final[Sequence[LiteralString]] = (
+    # 1: the key-value table, the event log and the run index.
+    #
+    # Text columns use the "C" collation so that ORDER BY and range scans follow code
+    # point order, which is what every backend promises and what makes
+    # ``key >= prefix AND key < prefix_upper_bound(prefix)`` an exact prefix match on
+    # the primary-key index. Values and event data are ``text`` holding the JSON exactly
+    # as encoded, not ``jsonb``, which would reorder keys and drop duplicate ones.
+    # ``events`` has no foreign key to ``runs``: the append transaction keeps them
+    # consistent, and a per-row trigger check would slow large batches for nothing.
+    """
+    CREATE TABLE kv (
+        key text COLLATE "C" PRIMARY KEY,
+        value text NOT NULL
+    );
+    CREATE TABLE runs (
+        run_id text COLLATE "C" PRIMARY KEY,
+        status text,
+        workflow text,
+        parent_run_id text COLLATE "C",
+        created_at double precision NOT NULL,
+        updated_at double precision NOT NULL,
+        last_seq bigint NOT NULL
+    );
+    CREATE INDEX runs_created_idx ON runs (created_at DESC, run_id DESC);
+    CREATE INDEX runs_status_created_idx ON runs (status, created_at DESC, run_id DESC);
+    CREATE INDEX runs_workflow_created_idx ON runs (workflow, created_at DESC, run_id DESC);
+    CREATE INDEX runs_parent_created_idx ON runs (parent_run_id, created_at DESC, run_id DESC)
+        WHERE parent_run_id IS NOT NULL;
+    CREATE TABLE events (
+        run_id text COLLATE "C" NOT NULL,
+        seq bigint NOT NULL,
+        type text NOT NULL,
+        ts double precision NOT NULL,
+        data text NOT NULL,
+        PRIMARY KEY (run_id, seq)
+    );
+    """,
+)
+
+DEFAULT_MAX_CONNECTIONS: Final = 8
+DEFAULT_CONNECT_TIMEOUT: Final = 10.0
+_APPLICATION_NAME: Final = "little-workflow"
+
+
+def _lock_key(schema: str) -> int:
+    """A stable 64-bit advisory-lock key for migrating ``schema``.
+
+    Computed here rather than with PostgreSQL's ``hashtext`` because that function is
+    internal and its values are not promised to stay the same across server versions.
+    """
+    digest = hashlib.sha256(f"little-workflow:migrate:{schema}".encode()).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
+
+
+def _describe(params: dict[str, Any], schema: str) -> str:
+    """``PostgreSQL database 'db' at host:port, schema 's'``: never the password."""
+    host = params.get("host") or params.get("hostaddr") or "the default host"
+    port = params.get("port")
+    where = f"{host}:{port}" if port else str(host)
+    dbname = params.get("dbname") or params.get("user") or "the default database"
+    return f"PostgreSQL database {dbname!r} at {where}, schema {schema!r}"
+
+
+def _driver_message(exc: BaseException, password: str | None) -> str:
+    """The driver's message on one line, with the password masked should libpq echo it.
+
+    libpq does not put passwords in its messages; masking is a second line of defence,
+    skipped for a password so short that masking it would garble the message instead.
+    """
+    text = " ".join(part.strip() for part in str(exc).splitlines() if part.strip())
+    if password and len(password) >= 4:
+        text = text.replace(password, "***")
+    return text or type(exc).__name__
+
+
+class PostgresDatabase:
+    """A pooled connection to one schema of one PostgreSQL database, migrated on open.
+
+    Create it with ``await PostgresDatabase.open(spec)``; hand it to ``PostgresStorage``
+    and ``PostgresEventLog`` to share one pool between them, and ``await close()`` it
+    when both are done. Pool connections are in autocommit mode: a lone statement
+    commits on its own, and ``transaction()`` groups several.
+    """
+
+    def __init__(
+        self,
+        pool: AsyncConnectionPool[AsyncConnection[TupleRow]],
+        *,
+        schema: str,
+        description: str,
+        password: str | None,
+        schema_version: int,
+    ) -> None:
+        """Wrap an open pool; use ``PostgresDatabase.open`` rather than calling this."""
+        self._pool = pool
+        self._password = password
+        self._closed = False
+        #: The schema holding the tables.
+        self.schema = schema
+        #: Names the database in messages (host, port, database, schema; no password).
+        self.description = description
+        #: The migration version the schema was at once opened.
+        self.schema_version = schema_version
+
+    @classmethod
+    async def open(
+        cls,
+        spec: StoreSpec,
+        *,
+        max_connections: int = DEFAULT_MAX_CONNECTIONS,
+        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+    ) -> PostgresDatabase:
+        """Connect to the database ``spec`` names, migrate its schema, open the pool.
+
+        Raises ``StorageUnavailableError`` if the server cannot be reached (within
+        ``connect_timeout`` seconds, unless the URL sets its own ``connect_timeout``),
+        ``SchemaVersionError`` if the schema was migrated by a newer version.
+        """
+        if spec.kind != "postgres" or spec.conninfo is None:
+            raise ConfigError(f"PostgresDatabase needs a postgresql: store, not {spec.kind!r}")
+        if max_connections < 1:
+            raise ConfigError(f"max_connections must be at least 1, not {max_connections}")
+        try:
+            params = conninfo_to_dict(spec.conninfo)
+        except psycopg.Error as exc:
+            # The message may quote the URL, password and all: leave it out.
+            raise InvalidStoreUrlError(
+                "the postgresql: store URL is not a valid libpq connection string"
+            ) from exc
+        raw_password = params.get("password")
+        password = None if raw_password is None else str(raw_password)
+        description = _describe(params, spec.schema)
+        connect_kwargs: dict[str, Any] = {"autocommit": True}
+        # Without a connect_timeout libpq can wait for minutes on a host that drops
+        # packets; an explicit one in the URL wins.
+        if "connect_timeout" not in params:
+            connect_kwargs["connect_timeout"] = max(2, round(connect_timeout))
+        if "application_name" not in params:
+            connect_kwargs["application_name"] = _APPLICATION_NAME
+        schema = spec.schema
+
+        async def configure(conn: AsyncConnection[TupleRow]) -> None:
+            # Session-level, on every pooled connection: the backends write unqualified
+            # table names. pg_catalog stays implicitly first.
+            await conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(schema)))
+
+        def translate(exc: Exception, doing: str) -> StorageError:
+            return _translate(exc, doing, description=description, password=password)
+
+        # A direct first connection reports libpq's own reason (refused, unknown host,
+        # authentication) at once; the pool would retry until its timeout.
+        try:
+            conn = await psycopg.AsyncConnection.connect(spec.conninfo, **connect_kwargs)
+        except psycopg.Error as exc:
+            raise translate(exc, "connect") from exc
+        try:
+            await configure(conn)
+            version = await _migrate(conn, schema, description)
+        except psycopg.Error as exc:
+            raise translate(exc, "prepare the schema") from exc
+        finally:
+            await conn.close()
+
+        pool: AsyncConnectionPool[AsyncConnection[TupleRow]] = AsyncConnectionPool(
+            spec.conninfo,
+            kwargs=connect_kwargs,
+            min_size=1,
+            max_size=max_connections,
+            open=False,
+            configure=configure,
+            name=f"little-workflow:{schema}",
+        )
+        try:
+            await pool.open(wait=True, timeout=connect_timeout)
+        except psycopg.Error as exc:
+            await pool.close()
+            raise translate(exc, "open a connection pool") from exc
+        return cls(
+            pool,
+            schema=schema,
+            description=description,
+            password=password,
+            schema_version=version,
+        )
+
+    @property
+    def closed(self) -> bool:
+        """Whether ``close()`` was called."""
+        return self._closed
+
+    @contextlib.asynccontextmanager
+    async def connection(self, doing: str) -> AsyncIterator[AsyncConnection[TupleRow]]:
+        """A pooled connection (autocommit), returned to the pool on exit.
+
+        ``doing`` says what the caller is doing ("read run 'r1'") for error messages.
+        Driver errors raised inside become ``StorageError``/``StorageUnavailableError``.
+        """
+        if self._closed:
+            raise StorageError(f"cannot {doing}: the connection to {self.description} was closed")
+        try:
+            async with self._pool.connection() as conn:
+                yield conn
+        except psycopg.Error as exc:
+            raise _translate(
+                exc, doing, description=self.description, password=self._password
+            ) from exc
+        except UnicodeEncodeError as exc:
+            # Only text headed for the server is encoded, and keys are validated first,
+            # so this is a value or event holding a lone surrogate.
+            bad = exc.object[exc.start : exc.end]
+            raise InvalidValueError(
+                f"cannot {doing}: the text holds a lone surrogate ({bad!r} at position "
+                f"{exc.start}), which PostgreSQL cannot store; nothing was written"
+            ) from exc
+
+    @contextlib.asynccontextmanager
+    async def transaction(self, doing: str) -> AsyncIterator[AsyncConnection[TupleRow]]:
+        """A pooled connection inside one transaction: committed on a normal exit,
+        rolled back if anything (a driver error, ``ConflictError``, ...) escapes.
+        """
+        async with self.connection(doing) as conn, conn.transaction():
+            yield conn
+
+    async def close(self) -> None:
+        """Close the pool and its connections; later use raises ``StorageError``."""
+        if not self._closed:
+            self._closed = True
+            await self._pool.close()
+
+
+def _translate(
+    exc: Exception, doing: str, *, description: str, password: str | None
+) -> StorageError:
+    """The library error for a driver error met while doing ``doing`` ("read key 'k'")."""
+    message = f"cannot {doing} ({description}): {_driver_message(exc, password)}"
+    if isinstance(exc, psycopg.OperationalError):
+        # Connection failures, and the server refusing work (shutting down, out of
+        # resources, statement cancelled): the store is not usable right now.
+        end = "" if message.endswith((".", "?", "!")) else "."
+        return StorageUnavailableError(
+            f"{message}{end} Check that the server is running and reachable, and that the "
+            "store URL is right."
+        )
+    return StorageError(message)
+
+
+async def _recorded_versions(conn: AsyncConnection[TupleRow], schema: str) -> set[int] | None:
+    """The versions recorded in the schema, or ``None`` if it has no migrations table."""
+    cursor = await conn.execute(
+        "SELECT 1 FROM pg_catalog.pg_class c"
+        " JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
+        " WHERE n.nspname = %s AND c.relname = %s",
+        [schema, MIGRATIONS_TABLE],
+    )
+    if await cursor.fetchone() is None:
+        return None
+    cursor = await conn.execute(
+        sql.SQL("SELECT version FROM {}.{}").format(
+            sql.Identifier(schema), sql.Identifier(MIGRATIONS_TABLE)
+        )
+    )
+    return {int(row[0]) for row in await cursor.fetchall()}
+
+
+def _refuse_unknown(versions: set[int], description: str) -> None:
+    unknown = sorted(version for version in versions if not 1 <= version <= len(MIGRATIONS))
+    if unknown:
+        shown = ", ".join(str(version) for version in unknown)
+        raise SchemaVersionError(
+            f"{MIGRATIONS_TABLE} in {description} records schema version(s) {shown}, but "
+            f"this little-workflow knows versions 1 to {len(MIGRATIONS)}: the schema was "
+            "migrated by a newer little-workflow. Upgrade little-workflow, or use another "
+            "schema (?schema=NAME in the store URL)."
+        )
+
+
+async def _migrate(conn: AsyncConnection[TupleRow], schema: str, description: str) -> int:
+    """Bring ``schema`` up to the latest version; return that version."""
+    latest = len(MIGRATIONS)
+    # Fast path without the lock: an up-to-date schema is the common case, and taking
+    # an exclusive lock on every open would serialize every process's start-up.
+    versions = await _recorded_versions(conn, schema)
+    if versions is not None:
+        _refuse_unknown(versions, description)
+        if len(versions) == latest:
+            return latest
+
+    schema_id = sql.Identifier(schema)
+    async with conn.transaction():
+        # Held until commit: a concurrent opener waits here, then sees our versions.
+        await conn.execute("SELECT pg_advisory_xact_lock(%s)", [_lock_key(schema)])
+        cursor = await conn.execute(
+            "SELECT 1 FROM pg_catalog.pg_namespace WHERE nspname = %s", [schema]
+        )
+        if await cursor.fetchone() is None:
+            # Only when missing: CREATE SCHEMA IF NOT EXISTS still needs the CREATE
+            # privilege on the database, which a least-privileged role may lack.
+            await conn.execute(sql.SQL("CREATE SCHEMA {}").format(schema_id))
+        # Re-set now that the schema surely exists, so the scripts' unqualified names
+        # land in it.
+        await conn.execute(sql.SQL("SET LOCAL search_path TO {}").format(schema_id))
+        await conn.execute(
+            sql.SQL(
+                "CREATE TABLE IF NOT EXISTS {}.{} ("
+                " version integer PRIMARY KEY,"
+                " applied_at timestamptz NOT NULL DEFAULT now())"
+            ).format(schema_id, sql.Identifier(MIGRATIONS_TABLE))
+        )
+        versions = await _recorded_versions(conn, schema) or set()
+        _refuse_unknown(versions, description)
+        for version, script in enumerate(MIGRATIONS, start=1):
+            if version in versions:
+                continue
+            # A script is several statements and takes no parameters, so it goes as one
+            # simple query.
+            await conn.execute(script)
+            await conn.execute(
+                sql.SQL("INSERT INTO {}.{} (version, applied_at) VALUES (%s, now())").format(
+                    schema_id, sql.Identifier(MIGRATIONS_TABLE)
+                ),
+                [version],
+            )
+    return latest

@@ -1,0 +1,362 @@
+"""One SQLite database file in WAL mode, shared by the KV store and the event log.
+
+How writes run, and why:
+
+* **In the event-loop thread, when the database is free.** A hop to a worker thread
+  (``asyncio.to_thread``) costs about 100 µs on these machines, as much as the fsync of
+  a commit. Each write transaction is synchronous Python with no ``await`` inside, so
+  coroutines of this loop cannot interleave within it. The loop is blocked for the
+  length of the commit (one fsync with ``synchronous=FULL``), which is the price of the
+  durable step itself.
+* **In one worker thread, when another process holds the write lock.** The loop's
+  connection has ``busy_timeout=0``: a busy database fails ``BEGIN IMMEDIATE`` at once,
+  and the transaction is re-run on a second connection, in a single worker thread, whose
+  busy handler waits (up to ``busy_timeout``) without blocking the loop. The single
+  thread keeps this process's contended writes in order. A write that waits longer than
+  ``busy_timeout`` raises ``StorageBusyError``; ``database is locked`` never escapes.
+
+Rejected: aiosqlite-style "every call in a thread" (the hop doubles the cost of a
+durable step), and a blocking busy handler on the loop's connection (one slow writer in
+another process would freeze every coroutine here for up to the busy timeout).
+
+Durability: ``synchronous=FULL`` syncs the WAL at every commit. A write asked with
+``sync=False`` commits with ``synchronous=NORMAL`` (no fsync); in WAL mode, the next
+FULL commit's fsync makes every earlier frame durable with it, because the WAL is one
+file written in order.
+
+Schema: an append-only list of migrations whose index + 1 is the version, recorded in
+``lw_schema_migrations``; applied under ``BEGIN IMMEDIATE`` so two processes opening a
+new file at once do not both migrate.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import TypeVar
+
+from little_workflow.errors import (
+    CorruptDataError,
+    SchemaVersionError,
+    StorageBusyError,
+    StorageError,
+    StorageUnavailableError,
+)
+from little_workflow.storage._url import StoreSpec
+
+__all__ = ["MIGRATIONS", "SqliteDatabase"]
+
+T = TypeVar("T")
+
+#: Append-only: never edit or reorder an entry; add a new one.
+MIGRATIONS: tuple[tuple[str, ...], ...] = (
+    (
+        "CREATE TABLE kv (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID",
+        # The run index. Its last seq and update time are read from ``events`` rather
+        # than kept here: updating this row on every append would add a second page to
+        # every commit, nearly doubling the cost of a non-fsynced append.
+        """CREATE TABLE runs (
+            run_id TEXT PRIMARY KEY,
+            status TEXT,
+            workflow TEXT,
+            parent_run_id TEXT,
+            created_at REAL NOT NULL
+        ) WITHOUT ROWID""",
+        "CREATE INDEX runs_by_created ON runs (created_at, run_id)",
+        "CREATE INDEX runs_by_parent ON runs (parent_run_id) WHERE parent_run_id IS NOT NULL",
+        """CREATE TABLE events (
+            run_id TEXT NOT NULL,
+            seq INTEGER NOT NULL,
+            type TEXT NOT NULL,
+            ts REAL NOT NULL,
+            data TEXT NOT NULL,
+            PRIMARY KEY (run_id, seq)
+        ) WITHOUT ROWID""",
+    ),
+)
+
+
+def _is_busy(exc: sqlite3.Error) -> bool:
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None:
+        return (code & 0xFF) in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+    text = str(exc)
+    return "database is locked" in text or "database is busy" in text
+
+
+class SqliteDatabase:
+    """An open SQLite file: two connections (loop, waiting), migrations, write helpers.
+
+    Use from one event loop. Close it with ``await db.close()``.
+    """
+
+    def __init__(self, spec: StoreSpec) -> None:
+        if spec.kind != "sqlite" or spec.path is None:
+            raise ValueError("SqliteDatabase needs a sqlite StoreSpec")
+        self.path: Path = spec.path
+        self.synchronous = spec.synchronous
+        self.busy_timeout = spec.busy_timeout
+        self._conn: sqlite3.Connection | None = None
+        self._waiting_conn: sqlite3.Connection | None = None
+        self._executor: ThreadPoolExecutor | None = None
+        self._conn_synchronous = spec.synchronous
+        self._lock = threading.Lock()
+
+    # --- opening ----------------------------------------------------------------------
+
+    @classmethod
+    async def open(cls, spec: StoreSpec) -> SqliteDatabase:
+        """Open (creating if needed) the database file and bring its schema up to date."""
+        db = cls(spec)
+        try:
+            db._open()
+        except BaseException:
+            db._close_connections()
+            raise
+        return db
+
+    def _open(self) -> None:
+        parent = self.path.parent
+        try:
+            if not parent.exists():
+                parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StorageUnavailableError(
+                f"cannot create the directory {str(parent)!r} for the SQLite database: {exc}"
+            ) from exc
+        try:
+            # Created here, owner-only, so that SQLite's -wal and -shm files, which copy
+            # the database file's permissions, are owner-only too.
+            os.close(os.open(self.path, os.O_CREAT | os.O_RDWR, 0o600))
+        except OSError as exc:
+            raise StorageUnavailableError(
+                f"cannot create the SQLite database {str(self.path)!r}: {exc}"
+            ) from exc
+        self._conn = self._connect(busy_timeout_ms=0)
+        self._migrate()
+
+    def _connect(self, *, busy_timeout_ms: int) -> sqlite3.Connection:
+        try:
+            conn = sqlite3.connect(
+                self.path,
+                isolation_level=None,
+                check_same_thread=False,
+                cached_statements=256,
+                timeout=busy_timeout_ms / 1000,
+            )
+        except sqlite3.Error as exc:
+            raise StorageUnavailableError(
+                f"cannot open the SQLite database {str(self.path)!r}: {exc}"
+            ) from exc
+        try:
+            # journal_mode needs the write lock the first time; wait for it politely.
+            conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
+            mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()
+            if mode is None or str(mode[0]).lower() != "wal":
+                raise StorageUnavailableError(
+                    f"SQLite database {str(self.path)!r} cannot use WAL mode (got {mode!r}); "
+                    "is it on a network filesystem?"
+                )
+            conn.execute(f"PRAGMA synchronous = {self.synchronous}")
+            conn.execute(f"PRAGMA busy_timeout = {busy_timeout_ms}")
+        except sqlite3.Error as exc:
+            conn.close()
+            raise self._translate(exc, "open") from exc
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def _migrate(self) -> None:
+        conn = self._conn
+        assert conn is not None
+
+        def current(cursor: sqlite3.Connection) -> int:
+            exists = cursor.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'lw_schema_migrations'"
+            ).fetchone()
+            if exists is None:
+                return 0
+            row = cursor.execute("SELECT MAX(version) FROM lw_schema_migrations").fetchone()
+            return int(row[0] or 0)
+
+        def check(version: int) -> None:
+            if version > len(MIGRATIONS):
+                raise SchemaVersionError(
+                    f"SQLite database {str(self.path)!r} has schema version {version}; this "
+                    f"version of little-workflow knows versions 1-{len(MIGRATIONS)}. "
+                    "Upgrade little-workflow to read it."
+                )
+
+        def apply(cursor: sqlite3.Connection) -> None:
+            version = current(cursor)
+            check(version)
+            if version == 0:
+                cursor.execute(
+                    "CREATE TABLE IF NOT EXISTS lw_schema_migrations "
+                    "(version INTEGER PRIMARY KEY, applied_at REAL NOT NULL)"
+                )
+            for index in range(version, len(MIGRATIONS)):
+                for statement in MIGRATIONS[index]:
+                    cursor.execute(statement)
+                cursor.execute(
+                    "INSERT INTO lw_schema_migrations (version, applied_at) VALUES (?, ?)",
+                    (index + 1, time.time()),
+                )
+
+        try:
+            version = current(conn)
+        except sqlite3.Error as exc:
+            raise self._translate(exc, "read the schema version of") from exc
+        check(version)
+        if version < len(MIGRATIONS):
+            self._run_write_blocking(apply, busy_timeout_ms=int(self.busy_timeout * 1000))
+
+    # --- running work -----------------------------------------------------------------
+
+    async def write(self, work: Callable[[sqlite3.Connection], T], *, sync: bool = True) -> T:
+        """Run ``work`` inside ``BEGIN IMMEDIATE`` ... ``COMMIT``; return its result.
+
+        ``work`` must be synchronous and must not commit. If it raises, the transaction
+        is rolled back and the exception propagates. ``sync=False`` commits without
+        fsync (see the module docstring).
+        """
+        conn = self._require()
+        try:
+            self._set_synchronous(conn, sync)
+            conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as exc:
+            if not _is_busy(exc):
+                raise self._translate(exc, "write to") from exc
+            return await self._in_waiting_thread(lambda: self._write_waiting(work, sync))
+        return self._finish(conn, work)
+
+    def _finish(self, conn: sqlite3.Connection, work: Callable[[sqlite3.Connection], T]) -> T:
+        try:
+            result = work(conn)
+            conn.execute("COMMIT")
+        except BaseException as exc:
+            if conn.in_transaction:
+                # The original error is the one worth reporting.
+                with contextlib.suppress(sqlite3.Error):
+                    conn.execute("ROLLBACK")
+            if isinstance(exc, sqlite3.Error):
+                raise self._translate(exc, "write to") from exc
+            raise
+        return result
+
+    def _set_synchronous(self, conn: sqlite3.Connection, sync: bool) -> None:
+        wanted = self.synchronous if sync else "NORMAL"
+        if conn is self._conn:
+            if self._conn_synchronous != wanted:
+                conn.execute(f"PRAGMA synchronous = {wanted}")
+                self._conn_synchronous = wanted
+        else:
+            conn.execute(f"PRAGMA synchronous = {wanted}")
+
+    def _write_waiting(self, work: Callable[[sqlite3.Connection], T], sync: bool) -> T:
+        return self._run_write_blocking(
+            work, busy_timeout_ms=int(self.busy_timeout * 1000), sync=sync
+        )
+
+    def _run_write_blocking(
+        self, work: Callable[[sqlite3.Connection], T], *, busy_timeout_ms: int, sync: bool = True
+    ) -> T:
+        conn = self._waiting()
+        deadline = time.monotonic() + busy_timeout_ms / 1000
+        delay = 0.005
+        while True:
+            try:
+                self._set_synchronous(conn, sync)
+                conn.execute("BEGIN IMMEDIATE")
+                break
+            except sqlite3.Error as exc:
+                if not _is_busy(exc):
+                    raise self._translate(exc, "write to") from exc
+                # SQLite's busy handler already waited; a few more polite tries cover
+                # the rare BUSY it returns without waiting (a lock taken mid-recovery).
+                if time.monotonic() >= deadline:
+                    raise StorageBusyError(
+                        f"SQLite database {str(self.path)!r} stayed locked by another "
+                        f"process for {busy_timeout_ms / 1000:g} s; nothing was written"
+                    ) from exc
+                time.sleep(delay)
+                delay = min(delay * 2, 0.2)
+        return self._finish(conn, work)
+
+    async def read(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        """Run a read-only ``work`` and return its result (WAL readers never block writers)."""
+        conn = self._require()
+        try:
+            return work(conn)
+        except sqlite3.Error as exc:
+            if not _is_busy(exc):
+                raise self._translate(exc, "read from") from exc
+        return await self._in_waiting_thread(lambda: self._read_waiting(work))
+
+    def _read_waiting(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        try:
+            return work(self._waiting())
+        except sqlite3.Error as exc:
+            if _is_busy(exc):
+                raise StorageBusyError(
+                    f"SQLite database {str(self.path)!r} stayed busy for "
+                    f"{self.busy_timeout:g} s while reading"
+                ) from exc
+            raise self._translate(exc, "read from") from exc
+
+    async def _in_waiting_thread(self, call: Callable[[], T]) -> T:
+        with self._lock:
+            if self._executor is None:
+                self._executor = ThreadPoolExecutor(
+                    max_workers=1, thread_name_prefix="little-workflow-sqlite"
+                )
+            executor = self._executor
+        return await asyncio.get_running_loop().run_in_executor(executor, call)
+
+    def _waiting(self) -> sqlite3.Connection:
+        if self._waiting_conn is None:
+            self._waiting_conn = self._connect(busy_timeout_ms=int(self.busy_timeout * 1000))
+            self._waiting_conn.execute(f"PRAGMA synchronous = {self.synchronous}")
+        return self._waiting_conn
+
+    def _require(self) -> sqlite3.Connection:
+        if self._conn is None:
+            raise StorageError(f"SQLite database {str(self.path)!r} is closed")
+        return self._conn
+
+    def _translate(self, exc: sqlite3.Error, action: str) -> StorageError:
+        text = str(exc)
+        where = f"SQLite database {str(self.path)!r}"
+        if isinstance(exc, sqlite3.DatabaseError) and (
+            "not a database" in text or "malformed" in text
+        ):
+            return CorruptDataError(f"cannot {action} {where}: {text}")
+        if "unable to open" in text or "readonly" in text or "disk I/O error" in text:
+            return StorageUnavailableError(f"cannot {action} {where}: {text}")
+        if _is_busy(exc):
+            return StorageBusyError(f"cannot {action} {where}: {text}")
+        return StorageError(f"cannot {action} {where}: {text}")
+
+    # --- closing ----------------------------------------------------------------------
+
+    def _close_connections(self) -> None:
+        for conn in (self._conn, self._waiting_conn):
+            if conn is not None:
+                conn.close()
+        self._conn = self._waiting_conn = None
+
+    async def close(self) -> None:
+        """Close both connections and the worker thread. Idempotent."""
+        executor, self._executor = self._executor, None
+        if executor is not None:
+            # Let a contended write in flight finish before its connection closes.
+            await asyncio.get_running_loop().run_in_executor(None, executor.shutdown, True)
+        self._close_connections()

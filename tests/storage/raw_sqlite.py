@@ -1,0 +1,33 @@
+"""Write SQLite event rows behind the backend's back."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+
+from little_workflow.storage import StoreSpec
+from little_workflow.testing.eventlog_conformance import RawEventWriter
+
+
+def sqlite_writer(spec: StoreSpec) -> RawEventWriter:
+    assert spec.path is not None
+    path = spec.path
+
+    async def write(run_id: str, seq: int, type_name: str, data: str) -> None:
+        conn = sqlite3.connect(path, isolation_level=None)
+        try:
+            now = time.time()
+            conn.execute("BEGIN IMMEDIATE")
+            conn.execute(
+                "INSERT INTO runs (run_id, created_at) VALUES (?, ?) ON CONFLICT DO NOTHING",
+                (run_id, now),
+            )
+            conn.execute(
+                "INSERT INTO events (run_id, seq, type, ts, data) VALUES (?, ?, ?, ?, ?)",
+                (run_id, seq, type_name, now, data),
+            )
+            conn.execute("COMMIT")
+        finally:
+            conn.close()
+
+    return write
