@@ -1,0 +1,86 @@
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from little_workflow.codec import (
+    MAX_DEPTH,
+    canonical_json,
+    check_json_value,
+    dumps,
+    loads,
+    sha256_digest,
+)
+from little_workflow.errors import CorruptDataError, InvalidValueError
+
+json_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(alphabet=st.characters(exclude_categories=["Cs"])),
+    lambda children: (
+        st.lists(children, max_size=5)
+        | st.dictionaries(
+            st.text(alphabet=st.characters(exclude_categories=["Cs"])), children, max_size=5
+        )
+    ),
+    max_leaves=30,
+)
+
+
+def test_canonical_json_sorts_keys_and_drops_spaces() -> None:
+    value = {"b": [1, {"z": None, "a": True}], "a": "ü"}
+    assert canonical_json(value) == '{"a":"ü","b":[1,{"a":true,"z":null}]}'.encode()
+
+
+def test_sha256_digest_is_prefixed_hex_of_canonical_json() -> None:
+    value = {"name": "review", "steps": []}
+    expected = hashlib.sha256(b'{"name":"review","steps":[]}').hexdigest()
+    assert sha256_digest(value) == f"sha256:{expected}"
+    assert sha256_digest({"steps": [], "name": "review"}) == sha256_digest(value)
+    assert sha256_digest({"steps": [1], "name": "review"}) != sha256_digest(value)
+
+
+@given(json_values)
+def test_dumps_loads_round_trip(value: Any) -> None:
+    assert loads(dumps(value)) == value
+    assert json.loads(canonical_json(value)) == value
+
+
+@pytest.mark.parametrize(
+    ("value", "fragment"),
+    [
+        (float("nan"), "JSON cannot represent"),
+        ({"a": [1, float("inf")]}, "value.a[1]"),
+        ({1: "x"}, "keys must be strings"),
+        (b"bytes", "bytes"),
+        ({"s": {1}}, "set"),
+        (object(), "object"),
+        ("lone \ud800 surrogate", "surrogate"),
+    ],
+)
+def test_non_json_values_are_refused_with_the_place(value: object, fragment: str) -> None:
+    with pytest.raises(InvalidValueError, match=fragment.replace("[", r"\[").replace("]", r"\]")):
+        dumps(value)
+
+
+def test_deep_nesting_is_refused_not_a_recursion_error() -> None:
+    deep: Any = []
+    for _ in range(MAX_DEPTH + 5):
+        deep = [deep]
+    with pytest.raises(InvalidValueError, match="nested"):
+        check_json_value(deep)
+    with pytest.raises(CorruptDataError):
+        loads("[" * 100_000 + "]" * 100_000, where="file x")
+
+
+@pytest.mark.parametrize("text", ['{"a": 1', "", "nope", '{"a": NaN}x'])
+def test_loads_reports_where(text: str) -> None:
+    with pytest.raises(CorruptDataError, match="snapshot of run_1"):
+        loads(text, where="snapshot of run_1")

@@ -1,0 +1,75 @@
+"""The public surface is deliberate: this test pins it."""
+
+from __future__ import annotations
+
+import little_workflow
+from little_workflow import storage
+
+
+def _isort_style(name: str) -> tuple[int, str]:
+    # The order ruff's RUF022 keeps: CONSTANTS, then Classes, then functions and dunders.
+    if name.isupper():
+        return (0, name)
+    if name[:1].isupper():
+        return (1, name)
+    return (2, name)
+
+
+def test_package_all_is_sorted_and_complete() -> None:
+    names = little_workflow.__all__
+    assert names == sorted(names, key=_isort_style)
+    assert len(set(names)) == len(names)
+    for name in names:
+        assert hasattr(little_workflow, name), name
+
+
+def test_public_names_are_pinned() -> None:
+    assert set(little_workflow.__all__) == {
+        "ConfigError",
+        "ConflictError",
+        "CorruptDataError",
+        "EventLog",
+        "InvalidIdError",
+        "InvalidInputError",
+        "InvalidKeyError",
+        "InvalidStoreUrlError",
+        "InvalidValueError",
+        "JsonValue",
+        "LittleWorkflowError",
+        "LockTimeoutError",
+        "RunFailedError",
+        "RunInfo",
+        "SchemaVersionError",
+        "StorageAdapter",
+        "StorageBusyError",
+        "StorageError",
+        "StorageUnavailableError",
+        "UnknownEventTypeError",
+        "__version__",
+        "canonical_json",
+        "create_file_storage",
+        "create_in_memory_event_log",
+        "create_in_memory_storage",
+        "new_id",
+        "open_event_log",
+        "open_storage",
+        "sha256_digest",
+        "validate_id",
+    }
+
+
+def test_storage_all_is_sorted() -> None:
+    assert storage.__all__ == sorted(storage.__all__, key=_isort_style)
+    for name in storage.__all__:
+        assert hasattr(storage, name), name
+
+
+def test_importing_the_package_does_not_import_psycopg() -> None:
+    import subprocess
+    import sys
+
+    code = "import sys, little_workflow; print('psycopg' in sys.modules)"
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    )
+    assert result.stdout.strip() == "False"
