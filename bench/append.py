@@ -123,7 +123,7 @@ async def measure(
     db = await SqliteDatabase.open(
         StoreSpec(kind="sqlite", path=folder / "ours.db", synchronous=synchronous)  # type: ignore[arg-type]
     )
-    ours = SqliteEventLog(db, owns_db=True)
+    ours = SqliteEventLog(db, owns_database=True)
     raw_step = raw.single if batch == 1 else raw.batch
     # Warm-up: page cache, statement caches, WAL file allocated.
     _time_raw(raw_step, "run_warm", min(events, 200), batch)

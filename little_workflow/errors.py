@@ -14,7 +14,15 @@ errors (``sqlite3``, ``psycopg``, ``OSError``) are translated at the boundary wi
     │   ├── InvalidIdError                   invalid_id
     │   ├── InvalidKeyError                  invalid_key
     │   ├── InvalidValueError                invalid_value
-    │   └── InvalidStoreUrlError             invalid_store_url
+    │   ├── InvalidStoreUrlError             invalid_store_url
+    │   ├── LwirError                        lwir_error
+    │   │   ├── LwirValidationError          lwir_invalid (lists every problem)
+    │   │   └── LwirLoadError                lwir_load_error (unreadable, unknown suffix)
+    │   │       ├── LwirSyntaxError          lwir_syntax (malformed JSON/YAML: file:line)
+    │   │       └── LwirTooLargeError        lwir_too_large (size, aliases, depth)
+    │   ├── TemplateError                    template_error (missing key, wrong type)
+    │   │   └── TemplateSyntaxError          template_syntax
+    │   └── InvalidStepPathError             invalid_step_path (and invalid_branch_key)
     ├── StorageError                         storage_error
     │   ├── StorageUnavailableError          storage_unavailable
     │   ├── StorageBusyError                 storage_busy
@@ -31,6 +39,9 @@ caller can catch ``LittleWorkflowError`` once.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from dataclasses import dataclass
+
 __all__ = [
     "ConfigError",
     "ConflictError",
@@ -38,15 +49,24 @@ __all__ = [
     "InvalidIdError",
     "InvalidInputError",
     "InvalidKeyError",
+    "InvalidStepPathError",
     "InvalidStoreUrlError",
     "InvalidValueError",
     "LittleWorkflowError",
     "LockTimeoutError",
+    "LwirError",
+    "LwirLoadError",
+    "LwirSyntaxError",
+    "LwirTooLargeError",
+    "LwirValidationError",
+    "Problem",
     "RunFailedError",
     "SchemaVersionError",
     "StorageBusyError",
     "StorageError",
     "StorageUnavailableError",
+    "TemplateError",
+    "TemplateSyntaxError",
     "UnknownEventTypeError",
 ]
 
@@ -112,6 +132,155 @@ class InvalidStoreUrlError(InvalidInputError):
     """A store URL names no known backend or is malformed."""
 
     code = "invalid_store_url"
+
+
+# A document with hundreds of problems is usually one mistake repeated; the first ones
+# say enough and the message stays readable.
+_MAX_LISTED_PROBLEMS = 50
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """One thing wrong with a workflow document, at a place in it.
+
+    ``path`` uses the document's own field names (``steps[3].body[0].fn``); it is
+    ``document`` when the problem is the document as a whole.
+    """
+
+    path: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.message}"
+
+
+class LwirError(InvalidInputError):
+    """A workflow document (LWIR) was rejected: it is unreadable or invalid."""
+
+    code = "lwir_error"
+
+
+class LwirValidationError(LwirError):
+    """A workflow document is well-formed JSON/YAML but not a valid workflow.
+
+    ``problems`` holds every problem found (not only the first), each pointing at its
+    place in the document; the message lists them one per line as ``<path>: <message>``.
+    """
+
+    code = "lwir_invalid"
+
+    def __init__(self, problems: Iterable[Problem], *, source: str | None = None) -> None:
+        self.problems: tuple[Problem, ...] = tuple(problems)
+        self.source = source
+        where = f" in {source}" if source else ""
+        count = len(self.problems)
+        lines = [f"invalid LWIR workflow{where} ({count} problem{'s' if count != 1 else ''}):"]
+        lines.extend(f"  {problem}" for problem in self.problems[:_MAX_LISTED_PROBLEMS])
+        if count > _MAX_LISTED_PROBLEMS:
+            lines.append(f"  ... and {count - _MAX_LISTED_PROBLEMS} more")
+        super().__init__("\n".join(lines))
+
+    def with_source(self, source: str | None) -> LwirValidationError:
+        """The same problems, with the message naming ``source`` (a file name)."""
+        return LwirValidationError(self.problems, source=source)
+
+
+class LwirLoadError(LwirError):
+    """A workflow file could not be read: missing, unreadable, or of an unknown format."""
+
+    code = "lwir_load_error"
+
+
+class LwirSyntaxError(LwirLoadError):
+    """A workflow document is not well-formed JSON or YAML (or uses YAML outside JSON).
+
+    ``source``, ``line`` and ``column`` (1-based) say where, when known.
+    """
+
+    code = "lwir_syntax"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        source: str | None = None,
+        line: int | None = None,
+        column: int | None = None,
+    ) -> None:
+        self.source = source
+        self.line = line
+        self.column = column
+        place = source or "<document>"
+        if line is not None:
+            place += f":{line}"
+            if column is not None:
+                place += f":{column}"
+        super().__init__(f"{place}: {message}")
+
+
+class LwirTooLargeError(LwirLoadError):
+    """A workflow document exceeds a limit: bytes, expanded YAML nodes, or nesting depth.
+
+    Raised before the whole document is materialized, so a hostile document (a YAML
+    "billion laughs") costs little.
+    """
+
+    code = "lwir_too_large"
+
+
+class TemplateError(InvalidInputError):
+    """A ``${...}`` template could not be evaluated: a missing key, a wrong type, ...
+
+    ``reference`` is the ``${...}`` text at fault and ``where`` the place of the
+    template in the document (``steps[0].with.query``), when known.
+    """
+
+    code = "template_error"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        reference: str | None = None,
+        where: str | None = None,
+        code: str | None = None,
+    ) -> None:
+        self.reference = reference
+        self.where = where
+        prefix = f"{where}: " if where else ""
+        super().__init__(prefix + message, code=code)
+
+
+class TemplateSyntaxError(TemplateError):
+    """A template string is not well-formed (``${steps.}``, an unclosed ``${``, ...).
+
+    ``position`` is the 0-based offset in the template where parsing stopped.
+    """
+
+    code = "template_syntax"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        template: str,
+        position: int,
+        where: str | None = None,
+    ) -> None:
+        self.template = template
+        self.position = position
+        self.bare_message = message
+        super().__init__(message, reference=template, where=where)
+
+
+class InvalidStepPathError(InvalidInputError):
+    """A step path (``review-candidates[cand_123].worker.visit[0]``) or branch key is invalid.
+
+    The code is ``invalid_step_path`` for a malformed path and ``invalid_branch_key``
+    for a map item whose key field is missing or not a string or integer.
+    """
+
+    code = "invalid_step_path"
 
 
 class StorageError(LittleWorkflowError):

@@ -233,8 +233,9 @@ class StepCompleted(Event):
     """The durability unit of Layer A: a step at a path (and visit) finished.
 
     A committed ``StepCompleted`` is never executed again. For a decision step,
-    ``route`` is the chosen target, which is how a resumed run finds its
-    ``pendingDecisionTarget``.
+    ``route`` is the route name its function chose (a key of its ``routes``), which is
+    how a resumed run finds its ``pendingDecisionTarget``. ``identity`` is the hash of
+    the step definition that ran at this path (see ``little_workflow.durable``).
     """
 
     TYPE = "StepCompleted"
@@ -245,6 +246,7 @@ class StepCompleted(Event):
     visit: int | None = None
     output: JsonValue = None
     route: str | None = None
+    identity: str | None = None
 
 
 @_event

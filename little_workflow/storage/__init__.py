@@ -16,7 +16,7 @@ from little_workflow.storage._memory import (
     create_in_memory_event_log,
     create_in_memory_storage,
 )
-from little_workflow.storage._open import open_event_log, open_storage
+from little_workflow.storage._open import Store, open_event_log, open_storage, open_store
 from little_workflow.storage._protocols import (
     EventLog,
     ManagedStorage,
@@ -36,6 +36,7 @@ __all__ = [
     "MemoryStorage",
     "RunInfo",
     "StorageAdapter",
+    "Store",
     "StoreSpec",
     "SupportsGetMany",
     "create_file_storage",
@@ -43,6 +44,7 @@ __all__ = [
     "create_in_memory_storage",
     "open_event_log",
     "open_storage",
+    "open_store",
     "parse_store_url",
     "read_many",
     "validate_key",

@@ -6,11 +6,75 @@ here lazily so that ``import little_workflow`` never pays for psycopg.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
 from little_workflow.errors import InvalidStoreUrlError
 from little_workflow.storage._protocols import EventLog, ManagedStorage
 from little_workflow.storage._url import StoreSpec, parse_store_url
 
-__all__ = ["open_event_log", "open_storage"]
+__all__ = ["Store", "open_event_log", "open_storage", "open_store"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Store:
+    """An event log and a KV store on one backend, sharing its connections."""
+
+    spec: StoreSpec
+    events: EventLog
+    kv: ManagedStorage
+    closer: Callable[[], Awaitable[None]]
+
+    async def close(self) -> None:
+        """Close both (and the shared database)."""
+        await self.closer()
+
+
+async def open_store(store: str | StoreSpec) -> Store:
+    """Open an event log and a KV store on the backend a store URL names.
+
+    On SQLite and PostgreSQL both share one database (one file, one pool); a ``file:``
+    URL is refused, since it holds no event log.
+    """
+    spec = _spec(store)
+    if spec.kind == "memory":
+        from little_workflow.storage._memory import (
+            create_in_memory_event_log,
+            create_in_memory_storage,
+        )
+
+        events, kv = create_in_memory_event_log(), create_in_memory_storage()
+
+        async def close_memory() -> None:
+            await events.close()
+            await kv.close()
+
+        return Store(spec=spec, events=events, kv=kv, closer=close_memory)
+    if spec.kind == "sqlite":
+        from little_workflow.storage._sqlite import SqliteEventLog, SqliteStorage
+        from little_workflow.storage._sqlite_db import SqliteDatabase
+
+        sqlite_db = await SqliteDatabase.open(spec)
+        return Store(
+            spec=spec,
+            events=SqliteEventLog(sqlite_db),
+            kv=SqliteStorage(sqlite_db),
+            closer=sqlite_db.close,
+        )
+    if spec.kind == "postgres":
+        from little_workflow.storage._postgres import PostgresEventLog, PostgresStorage
+        from little_workflow.storage._postgres_db import PostgresDatabase
+
+        postgres_db = await PostgresDatabase.open(spec)
+        return Store(
+            spec=spec,
+            events=PostgresEventLog(postgres_db),
+            kv=PostgresStorage(postgres_db),
+            closer=postgres_db.close,
+        )
+    raise InvalidStoreUrlError(
+        "a file: store holds key-value data only; use sqlite: or postgresql: for a run store"
+    )
 
 
 def _spec(store: str | StoreSpec) -> StoreSpec:

@@ -42,9 +42,9 @@ __all__ = [
 class SqliteStorage:
     """A ``StorageAdapter`` in the ``kv`` table of a SQLite database."""
 
-    def __init__(self, db: SqliteDatabase, *, owns_db: bool = False) -> None:
+    def __init__(self, db: SqliteDatabase, *, owns_database: bool = False) -> None:
         self.db = db
-        self._owns_db = owns_db
+        self._owns_database = owns_database
 
     def _where(self, key: str) -> str:
         return f"key {key!r} in {str(self.db.path)!r}"
@@ -106,7 +106,7 @@ class SqliteStorage:
 
     async def close(self) -> None:
         """Close the database if this store owns it."""
-        if self._owns_db:
+        if self._owns_database:
             await self.db.close()
 
 
@@ -139,9 +139,9 @@ _NO_UPDATE = RunIndexUpdate()
 class SqliteEventLog:
     """An ``EventLog`` in the ``events`` and ``runs`` tables of a SQLite database."""
 
-    def __init__(self, db: SqliteDatabase, *, owns_db: bool = False) -> None:
+    def __init__(self, db: SqliteDatabase, *, owns_database: bool = False) -> None:
         self.db = db
-        self._owns_db = owns_db
+        self._owns_database = owns_database
 
     async def append(
         self,
@@ -274,15 +274,15 @@ class SqliteEventLog:
 
     async def close(self) -> None:
         """Close the database if this log owns it."""
-        if self._owns_db:
+        if self._owns_database:
             await self.db.close()
 
 
 async def open_sqlite_storage(spec: StoreSpec) -> SqliteStorage:
     """Open a ``SqliteStorage`` that owns its database."""
-    return SqliteStorage(await SqliteDatabase.open(spec), owns_db=True)
+    return SqliteStorage(await SqliteDatabase.open(spec), owns_database=True)
 
 
 async def open_sqlite_event_log(spec: StoreSpec) -> SqliteEventLog:
     """Open a ``SqliteEventLog`` that owns its database."""
-    return SqliteEventLog(await SqliteDatabase.open(spec), owns_db=True)
+    return SqliteEventLog(await SqliteDatabase.open(spec), owns_database=True)

@@ -1,0 +1,448 @@
+"""The LWIR document model: one frozen pydantic model per step kind, and ``Workflow``.
+
+Stored and written field names are camelCase (``maxVisits``, ``retryOn``) like the
+seed's JSON; Python uses snake_case (``max_visits``), and both spellings are accepted
+when building a model, so the models are also the Python builder::
+
+    Workflow(name="greet", steps=[ExecuteStep(id="hi", fn="pkg.mod:hi"), OutputStep(...)])
+
+Adding a step kind is one new class: subclass ``StepBase``, give it a ``kind`` literal,
+override what validation reads (``targets``, ``template_values``, ``body_steps``,
+``visit_limit`` and the class flags ``falls_through``, ``is_output``,
+``chooses_route``), and add it to the ``Step`` union.
+Nothing in validation, hashing or paths names a kind.
+
+``Workflow`` validates its whole graph when it is built (see ``_validate``) and raises
+``LwirValidationError`` listing every problem; shape errors come from pydantic and
+``parse_workflow`` turns them into the same error.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Iterable
+from typing import Annotated, ClassVar, Literal, get_args
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    JsonValue,
+    StrictInt,
+    StrictStr,
+    field_validator,
+    model_validator,
+)
+from pydantic.alias_generators import to_camel
+
+from little_workflow.ids import MAX_ID_LENGTH, is_valid_id
+
+__all__ = [
+    "DEFAULT_CONCURRENCY",
+    "MAX_STEP_ID_LENGTH",
+    "STEP_KINDS",
+    "DecisionStep",
+    "ExecuteStep",
+    "MapStep",
+    "OutputStep",
+    "RetryPolicy",
+    "Step",
+    "StepBase",
+    "SubWorkflowStep",
+    "ToolStep",
+    "Workflow",
+]
+
+#: Default bound on the branches of one map step that run at the same time.
+DEFAULT_CONCURRENCY = 8
+MAX_STEP_ID_LENGTH = 100
+MAX_VISITS = 10_000
+MAX_CONCURRENCY = 1024
+MAX_ATTEMPTS = 100
+
+# Step ids appear in step paths, where '.', '[' and ']' are syntax.
+_STEP_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
+_IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
+_FN_RE = re.compile(rf"{_IDENT}(\.{_IDENT})*:{_IDENT}(\.{_IDENT})*")
+_TOOL_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:-]{0,127}")
+_ERROR_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_.:-]{0,199}")
+_WORKFLOW_FILE_SUFFIXES = (".json", ".yaml", ".yml")
+_PATH_PART_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
+
+Seconds = Annotated[float, Field(strict=True, ge=0, allow_inf_nan=False)]
+
+
+def _check_step_id(value: str, what: str = "step id") -> str:
+    if len(value) > MAX_STEP_ID_LENGTH or not _STEP_ID_RE.fullmatch(value):
+        raise ValueError(
+            f"invalid {what} {value!r}: use letters, digits, '_' and '-', starting with a "
+            f"letter or digit, at most {MAX_STEP_ID_LENGTH} characters ('.', '[' and ']' "
+            "are step-path syntax)"
+        )
+    return value
+
+
+def _check_fn(value: str) -> str:
+    if not _FN_RE.fullmatch(value):
+        raise ValueError(
+            f"invalid callable reference {value!r}: write 'package.module:function' "
+            "(or 'package.module:Class.method')"
+        )
+    return value
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(
+        frozen=True,
+        extra="forbid",
+        alias_generator=to_camel,
+        populate_by_name=True,
+        allow_inf_nan=False,
+    )
+
+
+class RetryPolicy(_Model):
+    """How a failed attempt of a step is retried. The default makes one attempt only.
+
+    The wait before attempt ``n`` (``n >= 2``) is
+    ``min(maxBackoff, backoff * multiplier ** (n - 2))`` seconds, without jitter so a
+    replayed schedule is the recorded one.
+    """
+
+    #: Attempts in all, the first included; 1 means never retry.
+    attempts: StrictInt = Field(default=1, ge=1, le=MAX_ATTEMPTS)
+    #: Seconds to wait before the second attempt.
+    backoff: Seconds = 1.0
+    #: Factor applied to the wait after each further failure.
+    multiplier: Annotated[float, Field(strict=True, ge=1, allow_inf_nan=False)] = 2.0
+    #: Upper bound on any one wait, in seconds.
+    max_backoff: Seconds = 60.0
+    #: Error codes or exception class names that are retried; empty retries any error.
+    retry_on: tuple[StrictStr, ...] = ()
+
+    @field_validator("retry_on")
+    @classmethod
+    def _names(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for name in value:
+            if not _ERROR_NAME_RE.fullmatch(name):
+                raise ValueError(
+                    f"invalid error name {name!r}: give an error code (step_failed) or an "
+                    "exception class name (TimeoutError, httpx.ReadTimeout)"
+                )
+        return value
+
+    def delay_before(self, attempt: int) -> float:
+        """Seconds to wait before attempt number ``attempt`` (1-based; 0 for the first)."""
+        if attempt <= 1:
+            return 0.0
+        try:
+            delay = self.backoff * self.multiplier ** (attempt - 2)
+        except OverflowError:
+            delay = math.inf
+        return min(self.max_backoff, delay)
+
+    def retries(self, error_names: Iterable[str]) -> bool:
+        """Whether an error known by ``error_names`` (its code, class names) is retried."""
+        if not self.retry_on:
+            return True
+        wanted = set(self.retry_on)
+        return any(name in wanted for name in error_names)
+
+
+class StepBase(_Model):
+    """Fields and graph behaviour shared by every step kind."""
+
+    #: Whether, without ``next``, the step continues to the one after it in its list.
+    falls_through: ClassVar[bool] = True
+    #: Whether the step ends its scope with a value (the run's output at top level).
+    is_output: ClassVar[bool] = False
+    #: Whether the step records a chosen route (``${steps.<id>.route}``).
+    chooses_route: ClassVar[bool] = False
+
+    #: The step kind; each subclass narrows it to its own literal (the union's tag).
+    kind: str
+    #: Unique within its steps list; used in step paths and ``${steps.<id>...}``.
+    id: StrictStr
+    #: A note for people (and planners); part of the definition hash.
+    description: StrictStr | None = None
+
+    @field_validator("id")
+    @classmethod
+    def _id(cls, value: str) -> str:
+        return _check_step_id(value)
+
+    def targets(self) -> list[tuple[str, str]]:
+        """Explicit successors as ``(field, step id)``: ``("next", ...)``, ``("routes.x", ...)``."""
+        return []
+
+    def template_values(self) -> list[tuple[str, JsonValue]]:
+        """Fields holding templates, as ``(field, value)``; evaluated in the step's scope."""
+        return []
+
+    def body_steps(self) -> tuple[Step, ...]:
+        """Steps of a nested scope (a map's body); empty for other kinds."""
+        return ()
+
+    @property
+    def visit_limit(self) -> int:
+        """How many times the step may run in one scope (its ``maxVisits``, else 1)."""
+        return 1
+
+
+class _ActionStep(StepBase):
+    """A step that runs one thing with arguments and then goes on (execute, tool, workflow)."""
+
+    #: Arguments, rendered through the template language before the call.
+    with_: dict[str, JsonValue] = Field(default_factory=dict, alias="with")
+    #: The step that follows; omitted means the next one in the list (or the end).
+    next: StrictStr | None = None
+    #: Visits allowed in one scope; above 1 the step may sit on a loop.
+    max_visits: StrictInt = Field(default=1, ge=1, le=MAX_VISITS)
+    retry: RetryPolicy = Field(default_factory=RetryPolicy)
+
+    def targets(self) -> list[tuple[str, str]]:
+        """``next``, when given."""
+        return [] if self.next is None else [("next", self.next)]
+
+    def template_values(self) -> list[tuple[str, JsonValue]]:
+        """The ``with`` arguments."""
+        return [("with", dict(self.with_))]
+
+    @property
+    def visit_limit(self) -> int:
+        """``maxVisits``."""
+        return self.max_visits
+
+
+class ExecuteStep(_ActionStep):
+    """Calls a Python callable (sync or async) with the rendered ``with`` as keyword arguments."""
+
+    kind: Literal["execute"] = "execute"
+    #: ``package.module:function``, resolved through the runtime's registry.
+    fn: StrictStr
+
+    @field_validator("fn")
+    @classmethod
+    def _fn(cls, value: str) -> str:
+        return _check_fn(value)
+
+
+class ToolStep(_ActionStep):
+    """Makes one tool call with the rendered ``with`` as its arguments."""
+
+    kind: Literal["tool"] = "tool"
+    #: The registered tool's name.
+    tool: StrictStr
+
+    @field_validator("tool")
+    @classmethod
+    def _tool(cls, value: str) -> str:
+        if not _TOOL_RE.fullmatch(value):
+            raise ValueError(
+                f"invalid tool name {value!r}: letters, digits and _ . : -, at most 128"
+            )
+        return value
+
+
+class SubWorkflowStep(_ActionStep):
+    """Runs another workflow as a sub-run (its own run and log); its output is the step's."""
+
+    kind: Literal["workflow"] = "workflow"
+    #: A registered workflow name, or a relative ``.json``/``.yaml``/``.yml`` file path
+    #: (resolved against the referring file's directory; no ``..``, not absolute).
+    workflow: StrictStr
+
+    @field_validator("workflow")
+    @classmethod
+    def _workflow(cls, value: str) -> str:
+        if value.endswith(_WORKFLOW_FILE_SUFFIXES) or "/" in value:
+            parts = value.split("/")
+            if not all(_PATH_PART_RE.fullmatch(part) and ".." not in part for part in parts):
+                raise ValueError(
+                    f"invalid workflow file {value!r}: a relative path of plain names "
+                    "separated by '/', without '..' or a leading '/'"
+                )
+            if not value.endswith(_WORKFLOW_FILE_SUFFIXES):
+                raise ValueError(f"workflow file {value!r} must end in .json, .yaml or .yml")
+        elif not is_valid_id(value):
+            raise ValueError(
+                f"invalid workflow name {value!r}: letters, digits and . _ : -, starting "
+                f"with a letter or digit, no '..', at most {MAX_ID_LENGTH} characters"
+            )
+        return value
+
+    @property
+    def is_file(self) -> bool:
+        """Whether ``workflow`` names a file rather than a registered workflow."""
+        return self.workflow.endswith(_WORKFLOW_FILE_SUFFIXES) or "/" in self.workflow
+
+
+class DecisionStep(StepBase):
+    """Calls ``fn``, which returns a route name; the run goes on at that route's step.
+
+    A decision has ``routes`` instead of ``next``. With ``maxVisits > 1`` it may sit on
+    a loop (judge → revise → judge); each visit is its own durability unit.
+    """
+
+    falls_through: ClassVar[bool] = False
+    chooses_route: ClassVar[bool] = True
+
+    kind: Literal["decision"] = "decision"
+    fn: StrictStr
+    #: Route name (what ``fn`` returns) → step id in the same steps list.
+    routes: dict[StrictStr, StrictStr] = Field(min_length=1)
+    with_: dict[str, JsonValue] = Field(default_factory=dict, alias="with")
+    max_visits: StrictInt = Field(default=1, ge=1, le=MAX_VISITS)
+    retry: RetryPolicy = Field(default_factory=RetryPolicy)
+
+    @field_validator("fn")
+    @classmethod
+    def _fn(cls, value: str) -> str:
+        return _check_fn(value)
+
+    @field_validator("routes")
+    @classmethod
+    def _routes(cls, value: dict[str, str]) -> dict[str, str]:
+        for name in value:
+            _check_step_id(name, "route name")
+        return value
+
+    def targets(self) -> list[tuple[str, str]]:
+        """Every route's target."""
+        return [(f"routes.{name}", target) for name, target in self.routes.items()]
+
+    def template_values(self) -> list[tuple[str, JsonValue]]:
+        """The ``with`` arguments."""
+        return [("with", dict(self.with_))]
+
+    @property
+    def visit_limit(self) -> int:
+        """``maxVisits``."""
+        return self.max_visits
+
+
+class MapStep(StepBase):
+    """Runs ``body`` once per item, concurrently (at most ``concurrency`` at a time).
+
+    Each branch has the path ``<map id>[<key>]`` and its own scope: body steps see
+    ``${item}``, their siblings in the same branch, and the steps of enclosing scopes.
+    The map's output is the list of branch results, in item order; a branch's result is
+    the value of the body's ``output`` step if it reached one, else the output of the
+    body step that ended the branch.
+    """
+
+    kind: Literal["map"] = "map"
+    #: A single ``${...}`` that evaluates to a list, or a literal list.
+    items: JsonValue
+    #: The item field whose value names the branch; omitted means the item's index.
+    key: StrictStr | None = Field(default=None, min_length=1)
+    body: tuple[Step, ...] = Field(min_length=1)
+    concurrency: StrictInt = Field(default=DEFAULT_CONCURRENCY, ge=1, le=MAX_CONCURRENCY)
+    next: StrictStr | None = None
+    max_visits: StrictInt = Field(default=1, ge=1, le=MAX_VISITS)
+
+    @field_validator("items")
+    @classmethod
+    def _items(cls, value: JsonValue) -> JsonValue:
+        if not isinstance(value, str | list):
+            # ValueError, not TypeError: pydantic turns only ValueError into a field error.
+            raise ValueError(  # noqa: TRY004
+                "must be a ${...} reference that evaluates to a list, or a list"
+            )
+        return value
+
+    def targets(self) -> list[tuple[str, str]]:
+        """``next``, when given."""
+        return [] if self.next is None else [("next", self.next)]
+
+    def template_values(self) -> list[tuple[str, JsonValue]]:
+        """``items`` (evaluated in the map's own scope, not the body's)."""
+        return [("items", self.items)]
+
+    def body_steps(self) -> tuple[Step, ...]:
+        """The body."""
+        return self.body
+
+    @property
+    def visit_limit(self) -> int:
+        """``maxVisits``."""
+        return self.max_visits
+
+
+class OutputStep(StepBase):
+    """Ends its scope with a value: the run's output at top level, a branch's result in a map."""
+
+    falls_through: ClassVar[bool] = False
+    is_output: ClassVar[bool] = True
+
+    kind: Literal["output"] = "output"
+    #: A template (``${steps.judge.output}``) or any JSON with templates inside.
+    value: JsonValue
+
+    def template_values(self) -> list[tuple[str, JsonValue]]:
+        """``value``."""
+        return [("value", self.value)]
+
+
+#: Any step; pydantic picks the class by ``kind``.
+Step = Annotated[
+    ExecuteStep | ToolStep | DecisionStep | MapStep | SubWorkflowStep | OutputStep,
+    Field(discriminator="kind"),
+]
+
+MapStep.model_rebuild()
+
+#: Each step kind's name (the ``kind`` field) and class, in the order of the union.
+STEP_KINDS: dict[str, type[StepBase]] = {
+    cls.model_fields["kind"].default: cls for cls in get_args(get_args(Step)[0])
+}
+
+
+class Workflow(_Model):
+    """An LWIR workflow: a name and a list of steps, run from the first.
+
+    Building one validates the whole graph (``LwirValidationError`` lists every problem).
+    """
+
+    #: The LWIR format version; documents must say ``lwir: 1``.
+    lwir: Literal[1] = 1
+    #: Registered name: letters, digits and ``. _ : -`` (``candidate.scoring``).
+    name: StrictStr
+    description: StrictStr | None = None
+    #: A JSON-schema-like description of the run's input, for people and planners.
+    input: dict[str, JsonValue] | None = None
+    steps: tuple[Step, ...] = Field(min_length=1)
+
+    @field_validator("lwir", mode="before")
+    @classmethod
+    def _lwir(cls, value: object) -> object:
+        # Literal[1] alone would take true and 1.0, which Python calls equal to 1.
+        if isinstance(value, bool) or not isinstance(value, int):
+            scalar = value is None or isinstance(value, str | float | bool)
+            shown = json.dumps(value) if scalar else type(value).__name__
+            raise ValueError(  # noqa: TRY004 - pydantic reports only ValueError per field
+                f"unsupported LWIR version {shown}; this program reads lwir: 1"
+            )
+        return value
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        if not is_valid_id(value):
+            raise ValueError(
+                f"invalid workflow name {value!r}: letters, digits and . _ : -, starting "
+                f"with a letter or digit, no '..', at most {MAX_ID_LENGTH} characters"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _graph(self) -> Workflow:
+        # Imported here because validation reads these models; a module-level import
+        # would be circular. LwirValidationError is not a ValueError, so pydantic lets it
+        # through unwrapped, with its own problem list.
+        from little_workflow.lwir._validate import check_workflow
+
+        check_workflow(self)
+        return self
