@@ -31,6 +31,7 @@ errors (``sqlite3``, ``psycopg``, ``OSError``) are translated at the boundary wi
     │   ├── SchemaVersionError               schema_version
     │   └── UnknownEventTypeError            unknown_event_type
     ├── LockTimeoutError                     lock_timeout
+    ├── MemoMismatchError                    memo_identity_mismatch
     └── RunFailedError                       run_failed (carries ``cause_code``)
 
 Later layers (runtime, harness, durable) add their errors here, under this root, so a
@@ -59,6 +60,7 @@ __all__ = [
     "LwirSyntaxError",
     "LwirTooLargeError",
     "LwirValidationError",
+    "MemoMismatchError",
     "Problem",
     "RunFailedError",
     "SchemaVersionError",
@@ -344,6 +346,18 @@ class LockTimeoutError(LittleWorkflowError):
     """
 
     code = "lock_timeout"
+
+
+class MemoMismatchError(LittleWorkflowError):
+    """A recorded result sits at this path, but it was recorded for something else."""
+
+    code = "memo_identity_mismatch"
+
+    def __init__(self, message: str, *, path: str, recorded: str, current: str) -> None:
+        super().__init__(message)
+        self.path = path
+        self.recorded = recorded
+        self.current = current
 
 
 class RunFailedError(LittleWorkflowError):

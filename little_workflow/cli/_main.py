@@ -1,18 +1,173 @@
-"""Entry point of the ``little-workflow`` command."""
+"""The ``little-workflow`` command: parse options at the edge, call the runtime, print.
+
+Exit codes (stable, for scripts):
+
+====  =========================================================================
+0     success
+1     the run failed (stderr names its cause code)
+2     usage error (a bad option or argument)
+3     invalid input or configuration (a bad workflow file, id, input, store URL)
+4     storage error (unreadable, corrupt or unavailable store)
+5     busy: another process holds the run's lock past ``--lock-timeout``
+70    internal error (a bug: please report it with ``--debug`` output)
+====  =========================================================================
+
+Environment variables are read here and nowhere deeper: ``LITTLE_WORKFLOW_DATA_DIR``,
+``LITTLE_WORKFLOW_STORE`` and, for crash tests, ``LITTLE_WORKFLOW_CRASH_AFTER_EVENTS``.
+"""
 
 from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+import traceback
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NoReturn, TypeVar
 
 import click
 
 from little_workflow import __version__
+from little_workflow.errors import (
+    ConfigError,
+    InvalidInputError,
+    LittleWorkflowError,
+    LockTimeoutError,
+    RunFailedError,
+    StorageError,
+)
+
+T = TypeVar("T")
+
+EXIT_RUN_FAILED = 1
+EXIT_INVALID = 3
+EXIT_STORAGE = 4
+EXIT_BUSY = 5
+EXIT_INTERNAL = 70
+
+
+@dataclass(slots=True)
+class Options:
+    """Global options, parsed once."""
+
+    data_dir: Path
+    store: str | None
+    debug: bool
+    lock_timeout: float
+    crash_after_events: int | None
+
+
+def _fail(message: str, code: int) -> NoReturn:
+    click.echo(f"error: {message}", err=True)
+    sys.exit(code)
+
+
+def execute(options: Options, work: Callable[[], Coroutine[Any, Any, T]]) -> T:
+    """Run ``work`` on a fresh event loop, turning library errors into one line and an exit code."""
+    try:
+        return asyncio.run(work())
+    except RunFailedError as exc:
+        if options.debug:
+            traceback.print_exc()
+        _fail(f"run failed ({exc.cause_code}): {exc.message}", EXIT_RUN_FAILED)
+    except LockTimeoutError as exc:
+        _fail(f"{exc.code}: {exc.message}", EXIT_BUSY)
+    except (InvalidInputError, ConfigError) as exc:
+        if options.debug:
+            traceback.print_exc()
+        _fail(f"{exc.code}: {exc.message}", EXIT_INVALID)
+    except StorageError as exc:
+        if options.debug:
+            traceback.print_exc()
+        _fail(f"{exc.code}: {exc.message}", EXIT_STORAGE)
+    except LittleWorkflowError as exc:
+        if options.debug:
+            traceback.print_exc()
+        _fail(f"{exc.code}: {exc.message}", EXIT_INVALID)
+    except KeyboardInterrupt:
+        _fail("interrupted; the run can be resumed", 130)
+    except Exception as exc:
+        if options.debug:
+            traceback.print_exc()
+        _fail(
+            f"internal error: {type(exc).__name__}: {exc} (run with --debug for details)",
+            EXIT_INTERNAL,
+        )
+
+
+def print_json(value: Any) -> None:
+    """Print ``value`` as JSON on stdout (pretty on a terminal, compact otherwise)."""
+    if sys.stdout.isatty():
+        click.echo(json.dumps(value, indent=2, ensure_ascii=False))
+    else:
+        click.echo(json.dumps(value, ensure_ascii=False, separators=(",", ":")))
+
+
+def parse_json_option(text: str | None, what: str) -> Any:
+    """Parse a JSON command-line value, or exit with a usage error naming ``what``."""
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise click.BadParameter(f"not valid JSON: {exc}", param_hint=what) from exc
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="little-workflow")
-def cli() -> None:
+@click.option(
+    "--data-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="The data directory [env LITTLE_WORKFLOW_DATA_DIR; default .little-workflow].",
+)
+@click.option(
+    "--store",
+    default=None,
+    help="Store URL (sqlite:///..., postgresql://...) [env LITTLE_WORKFLOW_STORE; "
+    "default: SQLite in the data directory].",
+)
+@click.option(
+    "--lock-timeout",
+    type=click.FloatRange(min=0),
+    default=60.0,
+    show_default=True,
+    help="Seconds to wait for a run held by another process.",
+)
+@click.option("--debug", is_flag=True, help="Show tracebacks.")
+@click.pass_context
+def cli(
+    ctx: click.Context,
+    data_dir: Path | None,
+    store: str | None,
+    lock_timeout: float,
+    debug: bool,
+) -> None:
     """Durable execution for LLM-agent workflows."""
+    from little_workflow.runtime import CRASH_ENV
+
+    crash = os.environ.get(CRASH_ENV)
+    if crash is not None and not crash.isdigit():
+        raise click.BadParameter(f"{CRASH_ENV} must be a positive integer, not {crash!r}")
+    ctx.obj = Options(
+        data_dir=data_dir or Path(os.environ.get("LITTLE_WORKFLOW_DATA_DIR", ".little-workflow")),
+        store=store or os.environ.get("LITTLE_WORKFLOW_STORE") or None,
+        debug=debug,
+        lock_timeout=lock_timeout,
+        crash_after_events=int(crash) if crash else None,
+    )
+    # Like `python -m`, make modules in the current directory importable, so that a
+    # workflow's `fn: mymodule:function` finds mymodule.py next to the user.
+    if "" not in sys.path and os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
 
 
 def main() -> None:
     """Run the command line."""
+    from little_workflow.cli import _runs
+
+    _runs.register(cli)
     cli()

@@ -25,10 +25,11 @@ from little_workflow.storage._protocols import (
     SupportsGetMany,
     read_many,
 )
-from little_workflow.storage._url import StoreSpec, parse_store_url
+from little_workflow.storage._url import SQLITE_DEFAULT_FILENAME, StoreSpec, parse_store_url
 
 __all__ = [
     "MAX_KEY_LENGTH",
+    "SQLITE_DEFAULT_FILENAME",
     "EventLog",
     "FileStorage",
     "ManagedStorage",

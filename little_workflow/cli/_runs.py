@@ -1,0 +1,114 @@
+"""Commands that start and continue runs: ``run``, ``resume``, ``retry``, ``replay``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from little_workflow.cli._main import Options, execute, parse_json_option, print_json
+
+
+def _runtime(options: Options) -> Any:
+    from little_workflow.runtime import Runtime
+
+    return Runtime(
+        options.data_dir,
+        store=options.store,
+        lock_timeout=options.lock_timeout,
+        crash_after_events=options.crash_after_events,
+    )
+
+
+@click.command()
+@click.argument("workflow", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--input", "input_text", default=None, help="The run's input, as JSON.")
+@click.option("--run-id", default=None, help="Use this run id (resumes it if it exists).")
+@click.pass_obj
+def run(options: Options, workflow: Path, input_text: str | None, run_id: str | None) -> None:
+    """Run WORKFLOW (.json/.yaml) and print its output as JSON."""
+    run_input = parse_json_option(input_text, "--input")
+
+    async def work() -> Any:
+        async with _runtime(options) as runtime:
+            return await runtime.run(workflow, run_input, run_id=run_id)
+
+    result = execute(options, work)
+    click.echo(f"run {result.run_id} completed", err=True)
+    print_json(result.output)
+
+
+@click.command()
+@click.argument("run_id")
+@click.pass_obj
+def resume(options: Options, run_id: str) -> None:
+    """Continue RUN_ID from the end of its log and print its output as JSON."""
+
+    async def work() -> Any:
+        async with _runtime(options) as runtime:
+            return await runtime.resume(run_id)
+
+    result = execute(options, work)
+    click.echo(
+        f"run {result.run_id} completed: {result.replayed_steps} step(s) replayed from the log, "
+        f"{result.executed_steps} executed",
+        err=True,
+    )
+    print_json(result.output)
+
+
+@click.command()
+@click.argument("run_id")
+@click.pass_obj
+def retry(options: Options, run_id: str) -> None:
+    """Run the failed RUN_ID again from its failed step (same workflow version and input)."""
+
+    async def work() -> Any:
+        async with _runtime(options) as runtime:
+            return await runtime.retry(run_id)
+
+    result = execute(options, work)
+    click.echo(f"run {result.run_id} completed", err=True)
+    print_json(result.output)
+
+
+@click.command()
+@click.argument("run_id")
+@click.pass_obj
+def replay(options: Options, run_id: str) -> None:
+    """Rebuild RUN_ID's state from its log (calls nothing) and print it as JSON."""
+
+    async def work() -> Any:
+        async with _runtime(options) as runtime:
+            return await runtime.replay(run_id)
+
+    result = execute(options, work)
+    state = result.state
+    print_json(
+        {
+            "runId": result.run_id,
+            "workflow": state.workflow_name,
+            "status": state.status.value,
+            "output": result.output,
+            "replayedSteps": result.replayed_steps,
+            "frontier": list(result.frontier),
+            "unreached": list(result.unreached),
+            "steps": {
+                path: {
+                    "status": record.status,
+                    "attempts": record.attempts,
+                    "output": record.output,
+                    **({"route": record.route} if record.route is not None else {}),
+                    **({"subRunId": record.sub_run_id} if record.sub_run_id else {}),
+                }
+                for path, record in state.steps.items()
+            },
+        }
+    )
+
+
+def register(group: click.Group) -> None:
+    """Add these commands to the CLI group."""
+    for command in (run, resume, retry, replay):
+        group.add_command(command)

@@ -1,0 +1,29 @@
+"""Runtime: LWIR runs with per-step durability (Layer A), run locks, replay and retry.
+
+``Runtime`` starts, resumes, retries and replays runs; ``fold`` turns a run's events
+into its ``RunState`` (the one reading of a log that the CLI and UI share).
+"""
+
+from __future__ import annotations
+
+from little_workflow.runtime._datadir import DataDir
+from little_workflow.runtime._faults import CRASH_ENV, CRASH_EXIT_CODE
+from little_workflow.runtime._functions import StepContext
+from little_workflow.runtime._runtime import ReplayResult, RunResult, Runtime
+from little_workflow.runtime._state import RunState, StepRecord, apply, fold
+from little_workflow.runtime._workflows import WorkflowVersion
+
+__all__ = [
+    "CRASH_ENV",
+    "CRASH_EXIT_CODE",
+    "DataDir",
+    "ReplayResult",
+    "RunResult",
+    "RunState",
+    "Runtime",
+    "StepContext",
+    "StepRecord",
+    "WorkflowVersion",
+    "apply",
+    "fold",
+]

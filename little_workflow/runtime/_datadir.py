@@ -1,0 +1,94 @@
+"""The data directory, ``.little-workflow/`` by default: the seed's layout, in one place.
+
+::
+
+    .little-workflow/
+      little-workflow.db      the SQLite/WAL event log and KV store (the embedded default)
+      artifacts/              artifact files and their manifests
+      runs/<runId>/harness/   harness session scratch
+      memory/                 the agents' memory store
+      locks/                  run and outer-loop locks held by live processes
+      outer-loops/            outer-loop manifests
+
+Directories are created owner-only (0700): runs hold model prompts and tool results.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from little_workflow.errors import StorageUnavailableError
+from little_workflow.ids import validate_id
+from little_workflow.storage import SQLITE_DEFAULT_FILENAME
+
+__all__ = ["DataDir"]
+
+_SUBDIRECTORIES = ("artifacts", "runs", "memory", "locks", "outer-loops")
+
+
+@dataclass(frozen=True, slots=True)
+class DataDir:
+    """Paths inside one data directory. ``create()`` makes the layout."""
+
+    root: Path
+
+    @classmethod
+    def at(cls, root: str | os.PathLike[str]) -> DataDir:
+        """The data directory at ``root`` (made absolute, so a later ``chdir`` is harmless)."""
+        return cls(Path(root).absolute())
+
+    def create(self) -> DataDir:
+        """Create the directory and its layout if missing; owner-only permissions."""
+        try:
+            self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
+            for name in _SUBDIRECTORIES:
+                (self.root / name).mkdir(mode=0o700, exist_ok=True)
+        except OSError as exc:
+            raise StorageUnavailableError(
+                f"cannot create the data directory {str(self.root)!r}: {exc}"
+            ) from exc
+        return self
+
+    @property
+    def database(self) -> Path:
+        """The SQLite database of the embedded store."""
+        return self.root / SQLITE_DEFAULT_FILENAME
+
+    @property
+    def store_url(self) -> str:
+        """The store URL of the embedded default (SQLite in this directory)."""
+        return f"sqlite:///{self.database}"
+
+    @property
+    def artifacts(self) -> Path:
+        """Where artifact files and manifests live."""
+        return self.root / "artifacts"
+
+    @property
+    def memory(self) -> Path:
+        """Where the agents' memory store lives."""
+        return self.root / "memory"
+
+    @property
+    def locks(self) -> Path:
+        """Where lock files of live processes live."""
+        return self.root / "locks"
+
+    @property
+    def outer_loops(self) -> Path:
+        """Where outer-loop manifests live."""
+        return self.root / "outer-loops"
+
+    def run_dir(self, run_id: str) -> Path:
+        """``runs/<runId>``; the id is validated, so it cannot name anything outside."""
+        return self.root / "runs" / validate_id(run_id, what="run id")
+
+    def harness_dir(self, run_id: str) -> Path:
+        """``runs/<runId>/harness``: scratch of the run's harness sessions."""
+        return self.run_dir(run_id) / "harness"
+
+    def lock_path(self, kind: str, ident: str) -> Path:
+        """The lock file of ``kind`` (``run``, ``outer-loop``) ``ident``."""
+        return self.locks / f"{kind}-{validate_id(ident, what=f'{kind} id')}.lock"

@@ -1,0 +1,632 @@
+"""Executing one run: the walk over LWIR scopes, with Layer A memoization at every step.
+
+The walk is deterministic: it starts at the first step and follows ``next`` and decision
+routes, and every value it reads is either the run's input or a step output that is
+committed to the log before the walk goes on. So walking again after a crash reaches the
+same paths in the same order, and at each one the memo table answers with the recorded
+output (nothing runs), until the first path with no ``StepCompleted``: there the run
+continues. Visit counts and a decision's pending target come out of the same walk, from
+the recorded routes; replay is this walk with execution switched off.
+
+Events per step, and why they are written as they are:
+
+* ``StepAttemptStarted`` (not fsynced): an attempt began. Attempts are counted across
+  crashes so a retry policy survives them; fsyncing it would double a step's cost for no
+  gain, since the completion commit's fsync makes it durable too (WAL order).
+* ``harness.execute_step.succeeded`` + ``StepCompleted`` in one fsynced commit: the
+  durability unit. A crash before it re-runs the step; after it, never.
+* ``StepAttemptFailed`` / ``StepFailed`` + ``RunFailed``: failures, with stable causes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from little_workflow.codec import JsonValue, check_json_value, sha256_digest
+from little_workflow.durable import MemoTable
+from little_workflow.errors import (
+    ConfigError,
+    InvalidStepPathError,
+    InvalidValueError,
+    RunFailedError,
+    TemplateError,
+)
+from little_workflow.events import (
+    Event,
+    HarnessExecuteStepSucceeded,
+    HarnessToolCallFailed,
+    HarnessToolCallStarted,
+    HarnessToolCallSucceeded,
+    RecordedEvent,
+    RunCompleted,
+    RunFailed,
+    StepAttemptFailed,
+    StepAttemptStarted,
+    StepCompleted,
+    StepFailed,
+    SubRunStarted,
+)
+from little_workflow.ids import new_id
+from little_workflow.lwir import (
+    DecisionStep,
+    ExecuteStep,
+    MapStep,
+    OutputStep,
+    Step,
+    StepBase,
+    StepPath,
+    SubWorkflowStep,
+    ToolStep,
+    branch_key,
+    effective_next,
+    render,
+)
+from little_workflow.runtime._functions import StepContext, accepts_ctx, invoke
+from little_workflow.runtime._state import RunState, apply
+from little_workflow.runtime._workflows import WorkflowVersion
+
+if TYPE_CHECKING:
+    from little_workflow.runtime._runtime import Runtime
+
+__all__ = ["RunExecution"]
+
+Scope = dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class _Site:
+    """Where a step runs: its path (parsed and as text), visit and identity."""
+
+    path: StepPath
+    text: str
+    visit: int | None
+    identity: str
+
+
+class _StepFailure(Exception):
+    """A step failed for good; the run fails with ``cause``."""
+
+    def __init__(self, cause: str, message: str, *, path: str, step_id: str) -> None:
+        super().__init__(message)
+        self.cause = cause
+        self.message = message
+        self.path = path
+        self.step_id = step_id
+
+
+class _Frontier(Exception):
+    """Replay reached a step the log has not completed."""
+
+
+def _error_names(exc: BaseException) -> tuple[str, list[str]]:
+    """An error's code (its ``code`` attribute, else its class name) and every name it goes by."""
+    code = getattr(exc, "code", None)
+    names = [code] if isinstance(code, str) else []
+    for cls in type(exc).__mro__:
+        if cls in (BaseException, Exception, object):
+            break
+        names += [cls.__name__, f"{cls.__module__}.{cls.__qualname__}"]
+    return (names[0] if names else type(exc).__name__), names
+
+
+class RunExecution:
+    """One pass of one run in this process: walk, execute what is not recorded, commit."""
+
+    def __init__(
+        self,
+        runtime: Runtime,
+        version: WorkflowVersion,
+        state: RunState,
+        *,
+        replay_only: bool = False,
+        retrying: bool = False,
+    ) -> None:
+        self.runtime = runtime
+        self.retrying = retrying
+        self.version = version
+        self.state = state
+        self.run_id = state.run_id
+        self.replay_only = replay_only
+        self.executed = 0
+        self.replayed = 0
+        self.frontier: list[str] = []
+        #: Every path the walk reached in this pass.
+        self.visited: set[str] = set()
+        self._append_lock = asyncio.Lock()
+        self._identities: dict[int, str] = {}
+        self._indexes: dict[int, dict[str, int]] = {}
+        self.memo = MemoTable(scope=f"run {self.run_id!r}", on_mismatch="error")
+        for path, record in state.steps.items():
+            if record.status == "completed":
+                self.memo.record(
+                    path, record.identity or "", {"output": record.output, "route": record.route}
+                )
+
+    # --- committing -------------------------------------------------------------------
+
+    async def append(self, events: Sequence[Event], *, sync: bool) -> None:
+        """Commit ``events`` to this run's log and fold them into ``state``.
+
+        Shielded: once a commit starts, cancelling the caller does not stop the state
+        from learning about it, so ``state`` always equals the fold of the log.
+        """
+        await asyncio.shield(self._commit(events, sync))
+
+    async def _commit(self, events: Sequence[Event], sync: bool) -> None:
+        async with self._append_lock:
+            # expected_seq: a second writer on this run (a broken lock) is an error here,
+            # not a silent interleaving.
+            seqs = await self.runtime.events.append(
+                self.run_id, events, sync=sync, expected_seq=self.state.last_seq
+            )
+            now = time.time()
+            for seq, event in zip(seqs, events, strict=True):
+                apply(self.state, RecordedEvent(run_id=self.run_id, seq=seq, ts=now, event=event))
+            if self.runtime.crash is not None:
+                self.runtime.crash.committed(len(events))
+
+    # --- the run ----------------------------------------------------------------------
+
+    async def execute(self) -> JsonValue:
+        """Walk the run to its end; commit ``RunCompleted`` or ``RunFailed``."""
+        scope: Scope = {"input": self.state.input, "steps": {}, "run": {"id": self.run_id}}
+        try:
+            output: JsonValue = await self._scope(self.version.workflow.steps, None, scope)
+        except _StepFailure as failure:
+            events: list[Event] = []
+            record = self.state.steps.get(failure.path)
+            if record is not None and record.status != "failed":
+                events.append(
+                    StepFailed(
+                        step_path=failure.path,
+                        step_id=failure.step_id,
+                        cause_code=failure.cause,
+                        message=failure.message,
+                    )
+                )
+            events.append(
+                RunFailed(cause_code=failure.cause, message=failure.message, step_path=failure.path)
+            )
+            await self.append(events, sync=True)
+            raise RunFailedError(
+                f"run {self.run_id!r} failed: {failure.message}",
+                cause_code=failure.cause,
+                run_id=self.run_id,
+            ) from failure.__cause__
+        try:
+            check_json_value(output, where=f"output of run {self.run_id!r}")
+        except InvalidValueError as exc:
+            await self.append([RunFailed(cause_code="invalid_output", message=str(exc))], sync=True)
+            raise RunFailedError(str(exc), cause_code="invalid_output", run_id=self.run_id) from exc
+        await self.append([RunCompleted(output=output)], sync=True)
+        return output
+
+    async def replay(self) -> JsonValue:
+        """Walk the run without executing anything; stop at the first uncompleted steps."""
+        scope: Scope = {"input": self.state.input, "steps": {}, "run": {"id": self.run_id}}
+        try:
+            output: JsonValue = await self._scope(self.version.workflow.steps, None, scope)
+        except _Frontier:
+            return None
+        return output
+
+    # --- scopes -----------------------------------------------------------------------
+
+    def _index(self, steps: tuple[Step, ...]) -> dict[str, int]:
+        index = self._indexes.get(id(steps))
+        if index is None:
+            index = self._indexes[id(steps)] = {step.id: i for i, step in enumerate(steps)}
+        return index
+
+    async def _scope(self, steps: tuple[Step, ...], branch: StepPath | None, scope: Scope) -> Any:
+        index = self._index(steps)
+        visits: dict[str, int] = {}
+        position: int | None = 0
+        result: JsonValue = None
+        while position is not None:
+            step = steps[position]
+            visit = visits.get(step.id, 0)
+            visit_suffix = visit if step.visit_limit > 1 else None
+            path = (
+                StepPath.root(step.id, visit=visit_suffix)
+                if branch is None
+                else branch.child(step.id, visit=visit_suffix)
+            )
+            if visit >= step.visit_limit:
+                raise _StepFailure(
+                    "max_visits_exceeded",
+                    f"step {str(path.without_visit())!r} would run a visit {visit + 1}, "
+                    f"but its maxVisits is {step.visit_limit}",
+                    path=str(path),
+                    step_id=step.id,
+                )
+            visits[step.id] = visit + 1
+            if isinstance(step, OutputStep):
+                return self._render(step.value, scope, step, str(path), "value")
+            output, route = await self._step(step, path, visit_suffix, scope)
+            scope["steps"][step.id] = {"output": output, "route": route}
+            result = output
+            target = step.routes[route] if isinstance(step, DecisionStep) and route else None
+            if not isinstance(step, DecisionStep):
+                target = effective_next(steps, position)
+            position = None if target is None else index[target]
+        return result
+
+    def _render(
+        self, value: JsonValue, scope: Scope, step: StepBase, path: str, field: str
+    ) -> JsonValue:
+        try:
+            return render(value, scope, where=f"{path}.{field}")
+        except TemplateError as exc:
+            raise _StepFailure("template_error", str(exc), path=path, step_id=step.id) from exc
+
+    def _identity(self, step: StepBase) -> str:
+        identity = self._identities.get(id(step))
+        if identity is None:
+            dumped = step.model_dump(mode="json", by_alias=True, exclude_defaults=True)
+            dumped["kind"] = step.kind
+            identity = self._identities[id(step)] = sha256_digest(dumped)
+        return identity
+
+    # --- steps ------------------------------------------------------------------------
+
+    async def _step(
+        self, step: Step, path: StepPath, visit: int | None, scope: Scope
+    ) -> tuple[JsonValue, str | None]:
+        path_text = str(path)
+        self.visited.add(path_text)
+        identity = self._identity(step)
+        hit = self.memo.lookup(path_text, identity)
+        if hit is not None:
+            self.replayed += 1
+            assert isinstance(hit.value, dict)
+            recorded_route = hit.value.get("route")
+            return hit.value.get("output"), (
+                recorded_route if isinstance(recorded_route, str) else None
+            )
+        site = _Site(path, path_text, visit, identity)
+        if self.replay_only:
+            if not isinstance(step, MapStep):
+                self.frontier.append(path_text)
+                raise _Frontier(path_text)
+            return await self._map(step, site, scope), None
+        route: str | None = None
+        if isinstance(step, ExecuteStep | DecisionStep):
+            output, route = await self._call(step, site, scope)
+        elif isinstance(step, ToolStep):
+            output = await self._tool(step, site, scope)
+        elif isinstance(step, MapStep):
+            output = await self._map(step, site, scope)
+        elif isinstance(step, SubWorkflowStep):
+            output = await self._sub_run(step, site, scope)
+        else:  # pragma: no cover - validation admits no other kind
+            raise ConfigError(f"step kind {step.kind!r} cannot run yet")
+        self.memo.record(path_text, identity, {"output": output, "route": route})
+        self.executed += 1
+        return output, route
+
+    def _completed(
+        self, step: StepBase, site: _Site, output: JsonValue, route: str | None = None
+    ) -> StepCompleted:
+        return StepCompleted(
+            step_path=site.text,
+            step_id=step.id,
+            kind=step.kind,
+            visit=site.visit,
+            output=output,
+            route=route,
+            identity=site.identity,
+        )
+
+    async def _attempts(
+        self,
+        step: ExecuteStep | DecisionStep | ToolStep,
+        site: _Site,
+        call: Callable[[int], Awaitable[Any]],
+        *,
+        started: Callable[[int], list[Event]] = lambda attempt: [],
+        failed: Callable[[int, BaseException], list[Event]] = lambda attempt, exc: [],
+    ) -> tuple[JsonValue, int]:
+        """Run attempts under the step's retry policy; return the result and its attempt."""
+        policy = step.retry
+        path = site.text
+        while True:
+            record = self.state.steps.get(path)
+            attempt = (record.attempts if record else 0) + 1
+            failures = record.failures if record else 0
+            await self.append(
+                [
+                    StepAttemptStarted(
+                        step_path=path,
+                        step_id=step.id,
+                        kind=step.kind,
+                        attempt=attempt,
+                        visit=site.visit,
+                    ),
+                    *started(attempt),
+                ],
+                sync=False,
+            )
+            try:
+                result = await call(attempt)
+                check_json_value(result, where=f"the result of step {path!r}")
+            except Exception as exc:
+                code, names = _error_names(exc)
+                will_retry = (
+                    not isinstance(exc, InvalidValueError | ConfigError)
+                    and failures + 1 < policy.attempts
+                    and policy.retries(names)
+                )
+                await self.append(
+                    [
+                        *failed(attempt, exc),
+                        StepAttemptFailed(
+                            step_path=path,
+                            attempt=attempt,
+                            error_code=code,
+                            message=str(exc),
+                            will_retry=will_retry,
+                        ),
+                    ],
+                    sync=False,
+                )
+                if not will_retry:
+                    cause = (
+                        "invalid_output" if isinstance(exc, InvalidValueError) else "step_failed"
+                    )
+                    raise _StepFailure(
+                        cause,
+                        f"step {path!r} failed (attempt {attempt}): {code}: {exc}",
+                        path=path,
+                        step_id=step.id,
+                    ) from exc
+                await self.runtime.sleep(policy.delay_before(failures + 2))
+                continue
+            return result, attempt
+
+    def _context(self, step: StepBase, site: _Site, attempt: int) -> StepContext:
+        return StepContext(
+            run_id=self.run_id,
+            step_path=site.text,
+            step_id=step.id,
+            attempt=attempt,
+            visit=site.visit,
+        )
+
+    async def _call(
+        self, step: ExecuteStep | DecisionStep, site: _Site, scope: Scope
+    ) -> tuple[JsonValue, str | None]:
+        path = site.text
+        record = self.state.steps.get(path)
+        events: list[Event] = []
+        if record is not None and record.has_execute_result:
+            # Committed before a crash, but not yet completed: complete it, do not call again.
+            result = record.execute_result
+        else:
+            try:
+                function, takes_ctx = self.runtime.functions.resolve(step.fn)
+            except ConfigError as exc:
+                raise _StepFailure(
+                    "runtime_config_error", str(exc), path=path, step_id=step.id
+                ) from exc
+            arguments = self._render(dict(step.with_), scope, step, path, "with")
+            assert isinstance(arguments, dict)
+
+            def call(attempt: int) -> Awaitable[Any]:
+                return invoke(function, takes_ctx, arguments, self._context(step, site, attempt))
+
+            result, attempt = await self._attempts(step, site, call)
+            events.append(
+                HarnessExecuteStepSucceeded(step_path=path, attempt=attempt, result=result)
+            )
+        route: str | None = None
+        output = result
+        if isinstance(step, DecisionStep):
+            route, output = self._route(step, path, result)
+        events.append(self._completed(step, site, output, route))
+        await self.append(events, sync=True)
+        return output, route
+
+    def _route(self, step: DecisionStep, path: str, result: JsonValue) -> tuple[str, JsonValue]:
+        """A decision's result: a route name, or ``{"route": name, "output": value}``."""
+        if isinstance(result, dict) and isinstance(result.get("route"), str):
+            route, output = str(result["route"]), result.get("output", result["route"])
+        elif isinstance(result, str):
+            route, output = result, result
+        else:
+            raise _StepFailure(
+                "unknown_route",
+                f"decision {path!r} returned {result!r}; return a route name or "
+                '{"route": name, "output": value}',
+                path=path,
+                step_id=step.id,
+            )
+        if route not in step.routes:
+            raise _StepFailure(
+                "unknown_route",
+                f"decision {path!r} chose route {route!r}, which is not one of "
+                f"{sorted(step.routes)}",
+                path=path,
+                step_id=step.id,
+            )
+        return route, output
+
+    async def _tool(self, step: ToolStep, site: _Site, scope: Scope) -> JsonValue:
+        path = site.text
+        tool = self.runtime.tools.get(step.tool)
+        if tool is None:
+            raise _StepFailure(
+                "runtime_config_error",
+                f"step {path!r} calls tool {step.tool!r}, which is not registered",
+                path=path,
+                step_id=step.id,
+            )
+        arguments = self._render(dict(step.with_), scope, step, path, "with")
+        assert isinstance(arguments, dict)
+        takes_ctx = accepts_ctx(tool)
+
+        def call_id(attempt: int) -> str:
+            return f"attempt[{attempt}]"
+
+        def call(attempt: int) -> Awaitable[Any]:
+            return invoke(tool, takes_ctx, arguments, self._context(step, site, attempt))
+
+        def started(attempt: int) -> list[Event]:
+            return [
+                HarnessToolCallStarted(
+                    session_id=path,
+                    call_id=call_id(attempt),
+                    tool_name=step.tool,
+                    arguments=arguments,
+                )
+            ]
+
+        def failed(attempt: int, exc: BaseException) -> list[Event]:
+            return [
+                HarnessToolCallFailed(
+                    session_id=path,
+                    call_id=call_id(attempt),
+                    error_code=_error_names(exc)[0],
+                    message=str(exc),
+                )
+            ]
+
+        result, attempt = await self._attempts(step, site, call, started=started, failed=failed)
+        await self.append(
+            [
+                HarnessToolCallSucceeded(session_id=path, call_id=call_id(attempt), result=result),
+                self._completed(step, site, result),
+            ],
+            sync=True,
+        )
+        return result
+
+    def _branch_keys(self, step: MapStep, path: str, items: JsonValue) -> list[str]:
+        if not isinstance(items, list):
+            raise _StepFailure(
+                "map_items_invalid",
+                f"map {path!r}: items evaluated to {type(items).__name__}, not a list",
+                path=path,
+                step_id=step.id,
+            )
+        try:
+            keys = [branch_key(item, key=step.key, index=i) for i, item in enumerate(items)]
+        except InvalidStepPathError as exc:
+            raise _StepFailure(
+                "map_invalid_key", f"map {path!r}: {exc}", path=path, step_id=step.id
+            ) from exc
+        seen: set[str] = set()
+        for key in keys:
+            if key in seen:
+                raise _StepFailure(
+                    "map_duplicate_key",
+                    f"map {path!r}: several items have the key {key!r}; branch keys "
+                    f"(field {step.key!r}) must be unique",
+                    path=path,
+                    step_id=step.id,
+                )
+            seen.add(key)
+        return keys
+
+    async def _map(self, step: MapStep, site: _Site, scope: Scope) -> JsonValue:
+        path = site.text
+        items = self._render(step.items, scope, step, path, "items")
+        keys = self._branch_keys(step, path, items)
+        assert isinstance(items, list)
+        record = self.state.steps.get(path)
+        if not self.replay_only and (record is None or record.attempts == 0):
+            started = StepAttemptStarted(
+                step_path=path, step_id=step.id, kind=step.kind, visit=site.visit
+            )
+            await self.append([started], sync=False)
+        semaphore = asyncio.Semaphore(step.concurrency)
+        results: list[Any] = [None] * len(items)
+        pending = False
+
+        async def branch(index: int) -> None:
+            nonlocal pending
+            async with semaphore:
+                branch_scope: Scope = {
+                    "input": scope["input"],
+                    "steps": dict(scope["steps"]),
+                    "item": items[index],
+                    "run": scope["run"],
+                }
+                try:
+                    results[index] = await self._scope(
+                        step.body, site.path.branch(keys[index]), branch_scope
+                    )
+                except _Frontier:
+                    pending = True
+
+        try:
+            async with asyncio.TaskGroup() as group:
+                for index in range(len(items)):
+                    group.create_task(branch(index))
+        except BaseExceptionGroup as group_error:
+            first = _first_failure(group_error)
+            raise first from first.__cause__
+        if pending:
+            raise _Frontier(path)
+        if self.replay_only:  # every branch is done, but the map's own commit is not
+            self.frontier.append(path)
+            raise _Frontier(path)
+        await self.append([self._completed(step, site, results)], sync=True)
+        return results
+
+    async def _sub_run(self, step: SubWorkflowStep, site: _Site, scope: Scope) -> JsonValue:
+        path = site.text
+        child = self.version.child(step.workflow)
+        arguments = self._render(dict(step.with_), scope, step, path, "with")
+        record = self.state.steps.get(path)
+        sub_run_id = record.sub_run_id if record is not None else None
+        if sub_run_id is None:
+            sub_run_id = new_id("run")
+            # Committed (and synced) before the sub-run starts, so a resumed parent finds
+            # and resumes this sub-run instead of starting another.
+            await self.append(
+                [
+                    StepAttemptStarted(
+                        step_path=path, step_id=step.id, kind=step.kind, visit=site.visit
+                    ),
+                    SubRunStarted(
+                        step_path=path,
+                        sub_run_id=sub_run_id,
+                        workflow_name=child.name,
+                        definition_hash=child.definition_hash,
+                    ),
+                ],
+                sync=True,
+            )
+        try:
+            output = await self.runtime.run_child(
+                child,
+                arguments,
+                run_id=sub_run_id,
+                parent_run_id=self.run_id,
+                parent_step_path=path,
+                retry_failed=self.retrying,
+            )
+        except RunFailedError as exc:
+            raise _StepFailure(
+                "sub_run_failed",
+                f"sub-run {sub_run_id!r} of step {path!r} failed ({exc.cause_code}): {exc}",
+                path=path,
+                step_id=step.id,
+            ) from exc
+        await self.append([self._completed(step, site, output)], sync=True)
+        return output
+
+
+def _first_failure(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    """The first step failure in a task group's errors, else its first error."""
+    for error in group.exceptions:
+        if isinstance(error, BaseExceptionGroup):
+            return _first_failure(error)
+        if isinstance(error, _StepFailure):
+            return error
+    return group.exceptions[0]

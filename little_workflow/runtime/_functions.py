@@ -1,0 +1,127 @@
+"""Finding and calling the Python callables that ``execute`` and ``decision`` steps name.
+
+``fn: "pkg.module:attr"`` is looked up first in the runtime's registry (names given to
+``Runtime(functions=...)``), then, unless the runtime was built with
+``import_functions=False``, imported: the module with ``importlib``, then the attribute
+path. A workflow file is code: it may name any importable callable, so a runtime that
+runs workflow files from people it does not trust should pass ``import_functions=False``
+and register what they may call. Private names (a part starting with ``_``) are never
+imported.
+
+A callable is called with the rendered ``with`` as keyword arguments. If it declares a
+parameter named ``ctx``, it also gets a ``StepContext`` (run id, step path, attempt,
+visit): the natural idempotency key for an effect outside the run. Sync callables run
+inline on the event loop, like any function call; an async one is awaited.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from little_workflow.codec import JsonValue
+from little_workflow.errors import ConfigError
+
+__all__ = ["FunctionRegistry", "StepContext", "accepts_ctx", "invoke"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StepContext:
+    """What a step's callable may know about where it runs (pass ``ctx`` to receive it)."""
+
+    run_id: str
+    #: The step path, e.g. ``review-candidates[cand_1].worker.visit[0]``.
+    step_path: str
+    step_id: str
+    #: 1 for the first attempt, 2 for the first retry, ...
+    attempt: int
+    visit: int | None
+
+    @property
+    def idempotency_key(self) -> str:
+        """``<run id>/<step path>``: the same for every attempt of this step visit."""
+        return f"{self.run_id}/{self.step_path}"
+
+
+def accepts_ctx(function: Callable[..., Any]) -> bool:
+    """Whether ``function`` declares a parameter named ``ctx``."""
+    try:
+        parameters = inspect.signature(function).parameters
+    except (TypeError, ValueError):
+        return False
+    return "ctx" in parameters
+
+
+class FunctionRegistry:
+    """Resolves ``module:attr`` references to callables, once each."""
+
+    def __init__(
+        self, functions: Mapping[str, Callable[..., Any]] | None = None, *, allow_import: bool
+    ) -> None:
+        self._functions = dict(functions or {})
+        self._allow_import = allow_import
+        self._cache: dict[str, tuple[Callable[..., Any], bool]] = {}
+
+    def resolve(self, reference: str) -> tuple[Callable[..., Any], bool]:
+        """The callable ``reference`` names, and whether it takes ``ctx``; else ``ConfigError``."""
+        cached = self._cache.get(reference)
+        if cached is not None:
+            return cached
+        function = self._functions.get(reference)
+        if function is None:
+            function = self._import(reference)
+        if not callable(function):
+            raise ConfigError(f"{reference!r} names a {type(function).__name__}, not a callable")
+        resolved = (function, accepts_ctx(function))
+        self._cache[reference] = resolved
+        return resolved
+
+    def _import(self, reference: str) -> Callable[..., Any]:
+        if not self._allow_import:
+            raise ConfigError(
+                f"function {reference!r} is not registered, and this runtime does not import "
+                "functions by name (import_functions=False); register it with "
+                "Runtime(functions={...})"
+            )
+        module_name, _, attribute_path = reference.partition(":")
+        parts = [*module_name.split("."), *attribute_path.split(".")]
+        if not module_name or not attribute_path or any(p.startswith("_") for p in parts):
+            raise ConfigError(
+                f"function reference {reference!r} must be 'package.module:function' with "
+                "no private ('_') parts"
+            )
+        try:
+            target: Any = importlib.import_module(module_name)
+        except ImportError as exc:
+            raise ConfigError(
+                f"cannot import module {module_name!r} for function {reference!r}: {exc}"
+            ) from exc
+        for name in attribute_path.split("."):
+            try:
+                target = getattr(target, name)
+            except AttributeError as exc:
+                raise ConfigError(
+                    f"module {module_name!r} has no attribute {attribute_path!r} "
+                    f"(function {reference!r})"
+                ) from exc
+        result: Callable[..., Any] = target
+        return result
+
+
+async def invoke(
+    function: Callable[..., Any],
+    takes_ctx: bool,
+    arguments: Mapping[str, JsonValue],
+    ctx: StepContext,
+) -> Any:
+    """Call ``function`` with ``arguments`` (and ``ctx`` if it takes one); await if async."""
+    kwargs: dict[str, Any] = dict(arguments)
+    if takes_ctx:
+        kwargs["ctx"] = ctx
+    result = function(**kwargs)
+    if inspect.isawaitable(result):
+        result = await result
+    return result

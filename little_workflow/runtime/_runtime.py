@@ -1,0 +1,393 @@
+"""``Runtime``: start, resume, retry and replay LWIR runs against a data directory.
+
+One ``Runtime`` owns one store (the embedded SQLite file by default) and one data
+directory. Every run is executed under a run lock (``locks/run-<id>.lock``), so two
+processes never drive one run at once: the second waits up to ``lock_timeout`` seconds
+and then raises ``LockTimeoutError``. A run's state is always the fold of its log; a
+resume reads the log once, folds it, and walks the workflow from the start, replaying
+every recorded step (see ``_execution``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from little_workflow.codec import JsonValue, check_json_value, sha256_digest
+from little_workflow.durable import FileLock
+from little_workflow.errors import ConfigError, RunFailedError, StorageError
+from little_workflow.events import RunResumed, RunStarted, RunStatus
+from little_workflow.ids import new_id, validate_id
+from little_workflow.lwir import (
+    DecisionStep,
+    ExecuteStep,
+    MapStep,
+    Step,
+    ToolStep,
+    Workflow,
+    load_workflow,
+)
+from little_workflow.runtime._datadir import DataDir
+from little_workflow.runtime._execution import RunExecution
+from little_workflow.runtime._faults import CrashAfterEvents
+from little_workflow.runtime._functions import FunctionRegistry
+from little_workflow.runtime._state import RunState, fold
+from little_workflow.runtime._workflows import WorkflowCatalog, WorkflowVersion
+from little_workflow.storage import EventLog, ManagedStorage, Store, StoreSpec, open_store
+
+__all__ = ["ReplayResult", "RunResult", "Runtime"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunResult:
+    """How a run ended, and how much of it this call executed versus replayed."""
+
+    run_id: str
+    status: RunStatus
+    output: JsonValue
+    #: Steps this call ran (their results were committed by this call).
+    executed_steps: int
+    #: Steps whose recorded result this call reused instead of running them.
+    replayed_steps: int
+    state: RunState
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReplayResult:
+    """A run rebuilt from its log without calling anything."""
+
+    run_id: str
+    state: RunState
+    #: The run's output if its log holds ``RunCompleted``.
+    output: JsonValue
+    #: Paths where the walk found no ``StepCompleted`` (where a resume would continue).
+    frontier: tuple[str, ...]
+    #: Recorded steps the walk reused.
+    replayed_steps: int
+    #: Completed paths in the log that the walk never reached: the log and the workflow
+    #: disagree (empty for every log this runtime wrote).
+    unreached: tuple[str, ...]
+
+
+def _steps(steps: Iterable[Step]) -> Iterable[Step]:
+    for step in steps:
+        yield step
+        if isinstance(step, MapStep):
+            yield from _steps(step.body)
+
+
+class Runtime:
+    """Runs LWIR workflows durably. Use ``async with Runtime(...) as rt:``.
+
+    ``data_dir`` holds the embedded store, locks and run scratch. ``store`` picks
+    another backend by URL (``postgresql://...``); locks stay in ``data_dir``.
+    ``workflows`` are registered by name for ``workflow:`` steps; ``functions`` and
+    ``tools`` register callables by reference and name. ``sleep`` replaces
+    ``asyncio.sleep`` for retry backoff (tests make it instant). ``crash_after_events``
+    is fault injection for crash tests (see ``_faults``).
+    """
+
+    def __init__(
+        self,
+        data_dir: str | os.PathLike[str] = ".little-workflow",
+        *,
+        store: str | StoreSpec | None = None,
+        workflows: Iterable[Workflow] = (),
+        functions: Mapping[str, Callable[..., Any]] | None = None,
+        tools: Mapping[str, Callable[..., Any]] | None = None,
+        import_functions: bool = True,
+        lock_timeout: float = 60.0,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        crash_after_events: int | None = None,
+    ) -> None:
+        self.data_dir = DataDir.at(data_dir)
+        self._store_url = store
+        self._registered = {workflow.name: workflow for workflow in workflows}
+        self.functions = FunctionRegistry(functions, allow_import=import_functions)
+        self.tools: dict[str, Callable[..., Any]] = dict(tools or {})
+        self.lock_timeout = lock_timeout
+        self.sleep = sleep
+        self.crash = None if crash_after_events is None else CrashAfterEvents(crash_after_events)
+        self._store: Store | None = None
+        self._catalog: WorkflowCatalog | None = None
+
+    # --- lifecycle --------------------------------------------------------------------
+
+    async def open(self) -> Runtime:
+        """Create the data directory and open the store. Idempotent."""
+        if self._store is None:
+            self.data_dir.create()
+            store = await open_store(self._store_url or self.data_dir.store_url)
+            self._store = store
+            self._catalog = WorkflowCatalog(store.kv, self._registered)
+        return self
+
+    async def close(self) -> None:
+        """Close the store. Idempotent."""
+        store, self._store = self._store, None
+        if store is not None:
+            await store.close()
+
+    async def __aenter__(self) -> Runtime:
+        return await self.open()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    @property
+    def events(self) -> EventLog:
+        """The event log (opened by ``open``)."""
+        return self._require().events
+
+    @property
+    def kv(self) -> ManagedStorage:
+        """The key-value store (opened by ``open``)."""
+        return self._require().kv
+
+    def _require(self) -> Store:
+        if self._store is None:
+            raise ConfigError("the runtime is not open: use 'async with Runtime(...)' or open()")
+        return self._store
+
+    @property
+    def catalog(self) -> WorkflowCatalog:
+        """Where pinned workflow versions are stored and loaded."""
+        self._require()
+        assert self._catalog is not None
+        return self._catalog
+
+    def register(self, workflow: Workflow) -> None:
+        """Register ``workflow`` under its name, for ``workflow:`` steps that name it."""
+        self._registered[workflow.name] = workflow
+        if self._store is not None:
+            self._catalog = WorkflowCatalog(self._store.kv, self._registered)
+
+    # --- runs -------------------------------------------------------------------------
+
+    @contextlib.asynccontextmanager
+    async def _locked(self, run_id: str) -> AsyncIterator[None]:
+        lock = FileLock(self.data_dir.lock_path("run", run_id), purpose=f"run {run_id!r}")
+        await lock.acquire(timeout=self.lock_timeout)
+        try:
+            yield
+        finally:
+            lock.release()
+
+    async def run(
+        self,
+        workflow: Workflow | str | os.PathLike[str],
+        input: JsonValue = None,
+        *,
+        run_id: str | None = None,
+    ) -> RunResult:
+        """Start a run of ``workflow`` (a model or a ``.json``/``.yaml`` file) with ``input``.
+
+        With a ``run_id`` that already exists for the same workflow and input, this
+        resumes that run instead (so re-running a command after a crash is safe); for
+        other workflow or input it raises ``ConfigError`` (``run_id_conflict``).
+        """
+        await self.open()
+        model, source = self._load(workflow)
+        check_json_value(input, where="run input")
+        version = await self.catalog.pin(model, source=source)
+        self._check_callables(version)
+        run_id = new_id("run") if run_id is None else validate_id(run_id, what="run id")
+        async with self._locked(run_id):
+            return await self._start_or_continue(version, input, run_id, None, None)
+
+    async def resume(self, run_id: str) -> RunResult:
+        """Continue ``run_id`` from the end of its log (a finished run returns its result)."""
+        await self.open()
+        validate_id(run_id, what="run id")
+        async with self._locked(run_id):
+            state = await self._fold(run_id)
+            return await self._continue(state, None, reason="resume")
+
+    async def retry(self, run_id: str) -> RunResult:
+        """Run a failed run again from its failed step, with the same workflow version and input."""
+        await self.open()
+        validate_id(run_id, what="run id")
+        async with self._locked(run_id):
+            state = await self._fold(run_id)
+            if state.status is not RunStatus.FAILED:
+                raise ConfigError(
+                    f"run {run_id!r} is {state.status.value}; only a failed run can be retried",
+                    code="run_not_failed",
+                )
+            return await self._continue(state, None, reason="retry")
+
+    async def replay(self, run_id: str) -> ReplayResult:
+        """Rebuild ``run_id``'s state from its log; calls nothing external, writes nothing."""
+        await self.open()
+        validate_id(run_id, what="run id")
+        state = await self._fold(run_id)
+        version = await self.catalog.load(state.definition_hash)
+        execution = RunExecution(self, version, state, replay_only=True)
+        output = await execution.replay()
+        visited = execution.visited
+        # A composite step (a map) replayed whole was not descended into: its branches
+        # were reached through it.
+        unreached = sorted(
+            path
+            for path, record in state.steps.items()
+            if record.status == "completed"
+            and path not in visited
+            and not any(path.startswith(f"{ancestor}[") for ancestor in visited)
+        )
+        return ReplayResult(
+            run_id=run_id,
+            state=state,
+            output=state.output if state.status is RunStatus.COMPLETED else output,
+            frontier=tuple(execution.frontier),
+            replayed_steps=execution.replayed,
+            unreached=tuple(unreached),
+        )
+
+    async def get_state(self, run_id: str) -> RunState:
+        """The folded state of ``run_id``."""
+        await self.open()
+        validate_id(run_id, what="run id")
+        return await self._fold(run_id)
+
+    async def run_child(
+        self,
+        version: WorkflowVersion,
+        input: JsonValue,
+        *,
+        run_id: str,
+        parent_run_id: str,
+        parent_step_path: str,
+        retry_failed: bool = False,
+    ) -> JsonValue:
+        """Start or continue a sub-run (used by ``workflow`` steps); return its output."""
+        self._check_callables(version)
+        async with self._locked(run_id):
+            result = await self._start_or_continue(
+                version, input, run_id, parent_run_id, parent_step_path, retry_failed=retry_failed
+            )
+        return result.output
+
+    # --- internals --------------------------------------------------------------------
+
+    def _load(self, workflow: Workflow | str | os.PathLike[str]) -> tuple[Workflow, Path | None]:
+        if isinstance(workflow, Workflow):
+            return workflow, None
+        path = Path(workflow).absolute()
+        return load_workflow(path), path
+
+    def _check_callables(self, version: WorkflowVersion) -> None:
+        """Fail before anything is written if a step names a function or tool we lack."""
+        for step in _steps(version.workflow.steps):
+            if isinstance(step, ExecuteStep | DecisionStep):
+                self.functions.resolve(step.fn)
+            elif isinstance(step, ToolStep) and step.tool not in self.tools:
+                known = ", ".join(sorted(self.tools)) or "none"
+                raise ConfigError(
+                    f"workflow {version.name!r} step {step.id!r} calls tool {step.tool!r}, "
+                    f"which is not registered (registered: {known})"
+                )
+        for child in version.children.values():
+            self._check_callables(child)
+
+    async def _fold(self, run_id: str) -> RunState:
+        records = await self.events.read(run_id)
+        if not records:
+            raise ConfigError(f"there is no run {run_id!r} in this store", code="run_not_found")
+        return fold(run_id, records)
+
+    async def _start_or_continue(
+        self,
+        version: WorkflowVersion,
+        input: JsonValue,
+        run_id: str,
+        parent_run_id: str | None,
+        parent_step_path: str | None,
+        *,
+        retry_failed: bool = False,
+    ) -> RunResult:
+        records = await self.events.read(run_id)
+        if records:
+            state = fold(run_id, records)
+            same_workflow = state.definition_hash == version.definition_hash
+            if not same_workflow or sha256_digest(state.input) != sha256_digest(input):
+                differs = "another workflow" if not same_workflow else "other input"
+                raise ConfigError(
+                    f"run {run_id!r} already exists with {differs}; resume it, or start a "
+                    "new run with another run id",
+                    code="run_id_conflict",
+                )
+            reason = "retry" if retry_failed and state.status is RunStatus.FAILED else "resume"
+            return await self._continue(state, version, reason=reason)
+        try:
+            self.data_dir.harness_dir(run_id).mkdir(mode=0o700, parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StorageError(
+                f"cannot create the scratch directory of run {run_id!r}: {exc}"
+            ) from exc
+        execution = RunExecution(self, version, RunState(run_id=run_id))
+        await execution.append(
+            [
+                RunStarted(
+                    workflow_name=version.name,
+                    definition_hash=version.definition_hash,
+                    workflow_version_id=version.version_id,
+                    input=input,
+                    parent_run_id=parent_run_id,
+                    parent_step_path=parent_step_path,
+                )
+            ],
+            sync=False,
+        )
+        return await self._drive(execution)
+
+    async def _continue(
+        self, state: RunState, version: WorkflowVersion | None, *, reason: str
+    ) -> RunResult:
+        if state.status is RunStatus.COMPLETED:
+            completed = sum(1 for record in state.steps.values() if record.status == "completed")
+            return RunResult(
+                run_id=state.run_id,
+                status=state.status,
+                output=state.output,
+                executed_steps=0,
+                replayed_steps=completed,
+                state=state,
+            )
+        if state.status is RunStatus.CANCELLED:
+            raise RunFailedError(
+                f"run {state.run_id!r} was cancelled", cause_code="cancelled", run_id=state.run_id
+            )
+        if state.status is RunStatus.FAILED and reason != "retry":
+            raise RunFailedError(
+                f"run {state.run_id!r} failed: {state.failure_message}",
+                cause_code=state.failure_cause or "run_failed",
+                run_id=state.run_id,
+            )
+        if version is None:
+            version = await self.catalog.load(state.definition_hash)
+            self._check_callables(version)
+        execution = RunExecution(self, version, state, retrying=reason == "retry")
+        await execution.append([RunResumed(reason=reason, pid=os.getpid())], sync=False)
+        return await self._drive(execution)
+
+    async def _drive(self, execution: RunExecution) -> RunResult:
+        output = await execution.execute()
+        return RunResult(
+            run_id=execution.run_id,
+            status=execution.state.status,
+            output=output,
+            executed_steps=execution.executed,
+            replayed_steps=execution.replayed,
+            state=execution.state,
+        )

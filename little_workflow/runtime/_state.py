@@ -1,0 +1,258 @@
+"""A run's state as a pure function of its events: ``fold(events) -> RunState``.
+
+Resume, replay, the CLI and the UI all read a run through this one function, so they
+can never disagree about what happened. It does no I/O; ``apply`` folds one more event
+into an existing state, so a live view can follow a log without re-reading it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Literal
+
+from little_workflow.codec import JsonValue
+from little_workflow.errors import CorruptDataError
+from little_workflow.events import (
+    HarnessExecuteStepSucceeded,
+    RecordedEvent,
+    RunCancelled,
+    RunCompleted,
+    RunFailed,
+    RunResumed,
+    RunStarted,
+    RunStatus,
+    StepAttemptFailed,
+    StepAttemptStarted,
+    StepCompleted,
+    StepFailed,
+    SubRunStarted,
+)
+
+__all__ = ["RunState", "StepRecord", "StepStatus", "apply", "fold"]
+
+StepStatus = Literal["running", "completed", "failed"]
+_VISIT_SUFFIX = re.compile(r"\.visit\[\d+\]")
+
+
+@dataclass(slots=True, kw_only=True)
+class StepRecord:
+    """What the log says about one step path (one visit of one step in one branch)."""
+
+    path: str
+    step_id: str
+    kind: str
+    visit: int | None = None
+    status: StepStatus = "running"
+    #: ``StepAttemptStarted`` events seen: attempts begun, including one cut by a crash.
+    attempts: int = 0
+    #: ``StepAttemptFailed`` events seen: attempts that raised.
+    failures: int = 0
+    output: JsonValue = None
+    route: str | None = None
+    #: A direct-execute result committed before its ``StepCompleted`` (crash in between):
+    #: the step completes from it without calling the function again.
+    execute_result: JsonValue = None
+    has_execute_result: bool = False
+    sub_run_id: str | None = None
+    last_error: str | None = None
+    started_at: float | None = None
+    finished_at: float | None = None
+    #: Seq of the event that completed the step.
+    completed_seq: int | None = None
+    #: Hash of the step definition that completed here (see ``durable.MemoTable``).
+    identity: str | None = None
+
+
+@dataclass(slots=True, kw_only=True)
+class RunState:
+    """Everything the log says about a run, folded."""
+
+    run_id: str
+    workflow_name: str = ""
+    definition_hash: str = ""
+    workflow_version_id: str = ""
+    input: JsonValue = None
+    parent_run_id: str | None = None
+    parent_step_path: str | None = None
+    outer_loop_id: str | None = None
+    cycle_number: int | None = None
+    status: RunStatus = RunStatus.RUNNING
+    output: JsonValue = None
+    failure_cause: str | None = None
+    failure_message: str | None = None
+    failure_step: str | None = None
+    #: Step records by path, in the order the log first mentions them.
+    steps: dict[str, StepRecord] = field(default_factory=dict)
+    started_at: float = 0.0
+    updated_at: float = 0.0
+    last_seq: int = 0
+    #: How many times a process picked the run up again (``RunResumed``).
+    resumes: int = 0
+
+    @property
+    def finished(self) -> bool:
+        """Whether the run reached a final status (completed, failed, cancelled)."""
+        return self.status is not RunStatus.RUNNING
+
+    def completed(self, path: str) -> StepRecord | None:
+        """The record of ``path`` if its step completed, else ``None``."""
+        record = self.steps.get(path)
+        return record if record is not None and record.status == "completed" else None
+
+    def visits(self, step_id: str, branch_prefix: str = "") -> int:
+        """Completed visits of ``step_id`` in the branch ``branch_prefix``.
+
+        The seed's rule: scan ``StepCompleted`` events with the same (stepId, branchPath)
+        prefix. ``branch_prefix`` is the path of the enclosing branch plus ``.``
+        (``review-candidates[cand_1].``), or ``""`` at top level.
+        """
+        return sum(
+            1
+            for path, record in self.steps.items()
+            if record.status == "completed" and _in_scope(path, branch_prefix, step_id)
+        )
+
+    def pending_decision_target(self, step_id: str, branch_prefix: str = "") -> str | None:
+        """The route of the most recent completed visit of decision ``step_id``, if any."""
+        latest: StepRecord | None = None
+        for path, record in self.steps.items():
+            if (
+                record.status == "completed"
+                and record.kind == "decision"
+                and _in_scope(path, branch_prefix, step_id)
+                and (latest is None or (record.completed_seq or 0) > (latest.completed_seq or 0))
+            ):
+                latest = record
+        return None if latest is None else latest.route
+
+
+def _in_scope(path: str, branch_prefix: str, step_id: str) -> bool:
+    """Whether ``path`` is ``<prefix><step id>`` or ``<prefix><step id>.visit[n]``."""
+    if not path.startswith(branch_prefix):
+        return False
+    rest = path[len(branch_prefix) :]
+    if rest == step_id:
+        return True
+    return _VISIT_SUFFIX.fullmatch(rest[len(step_id) :]) is not None and rest.startswith(step_id)
+
+
+def _step(state: RunState, path: str, step_id: str, kind: str, visit: int | None) -> StepRecord:
+    record = state.steps.get(path)
+    if record is None:
+        record = state.steps[path] = StepRecord(path=path, step_id=step_id, kind=kind, visit=visit)
+    return record
+
+
+def _existing(state: RunState, path: str, recorded: RecordedEvent) -> StepRecord:
+    record = state.steps.get(path)
+    if record is None:
+        raise CorruptDataError(
+            f"run {state.run_id!r} seq {recorded.seq}: {recorded.type} for step {path!r}, "
+            "which no StepAttemptStarted began"
+        )
+    return record
+
+
+def apply(state: RunState, recorded: RecordedEvent) -> RunState:
+    """Fold one more event into ``state`` (in place) and return it."""
+    if recorded.seq != state.last_seq + 1:
+        raise CorruptDataError(
+            f"run {state.run_id!r}: event seq {recorded.seq} follows seq {state.last_seq}"
+        )
+    event = recorded.event
+    state.last_seq = recorded.seq
+    state.updated_at = recorded.ts
+    if recorded.seq == 1:
+        if not isinstance(event, RunStarted):
+            raise CorruptDataError(
+                f"run {state.run_id!r}: the first event is {recorded.type}, not RunStarted"
+            )
+        state.workflow_name = event.workflow_name
+        state.definition_hash = event.definition_hash
+        state.workflow_version_id = event.workflow_version_id
+        state.input = event.input
+        state.parent_run_id = event.parent_run_id
+        state.parent_step_path = event.parent_step_path
+        state.outer_loop_id = event.outer_loop_id
+        state.cycle_number = event.cycle_number
+        state.started_at = recorded.ts
+        return state
+    if state.finished and not isinstance(event, RunResumed):
+        raise CorruptDataError(
+            f"run {state.run_id!r} seq {recorded.seq}: {recorded.type} after the run ended "
+            f"({state.status.value})"
+        )
+    match event:
+        case StepAttemptStarted():
+            record = _step(state, event.step_path, event.step_id, event.kind, event.visit)
+            if record.status == "completed":
+                raise CorruptDataError(
+                    f"run {state.run_id!r} seq {recorded.seq}: step {event.step_path!r} "
+                    "started again after it completed"
+                )
+            record.status = "running"
+            record.attempts += 1
+            record.started_at = record.started_at or recorded.ts
+        case StepAttemptFailed():
+            record = _existing(state, event.step_path, recorded)
+            record.failures += 1
+            record.last_error = f"{event.error_code}: {event.message}"
+        case HarnessExecuteStepSucceeded():
+            record = _existing(state, event.step_path, recorded)
+            record.execute_result = event.result
+            record.has_execute_result = True
+        case SubRunStarted():
+            _existing(state, event.step_path, recorded).sub_run_id = event.sub_run_id
+        case StepCompleted():
+            record = _step(state, event.step_path, event.step_id, event.kind, event.visit)
+            if record.status == "completed":
+                raise CorruptDataError(
+                    f"run {state.run_id!r} seq {recorded.seq}: step {event.step_path!r} "
+                    "completed twice"
+                )
+            record.status = "completed"
+            record.output = event.output
+            record.route = event.route
+            record.finished_at = recorded.ts
+            record.started_at = record.started_at or recorded.ts
+            record.completed_seq = recorded.seq
+            record.identity = event.identity
+        case StepFailed():
+            record = _existing(state, event.step_path, recorded)
+            record.status = "failed"
+            record.last_error = f"{event.cause_code}: {event.message}"
+            record.finished_at = recorded.ts
+        case RunCompleted():
+            state.status = RunStatus.COMPLETED
+            state.output = event.output
+        case RunFailed():
+            state.status = RunStatus.FAILED
+            state.failure_cause = event.cause_code
+            state.failure_message = event.message
+            state.failure_step = event.step_path
+        case RunCancelled():
+            state.status = RunStatus.CANCELLED
+            state.failure_message = event.reason
+        case RunResumed():
+            state.resumes += 1
+            if event.reason == "retry" and state.status is RunStatus.FAILED:
+                state.status = RunStatus.RUNNING
+                for record in state.steps.values():
+                    if record.status == "failed":
+                        record.status = "running"
+                        record.failures = 0
+        case _:
+            pass  # Layer B and C events are folded by their own layers.
+    return state
+
+
+def fold(run_id: str, events: Iterable[RecordedEvent]) -> RunState:
+    """The state of ``run_id`` after ``events`` (its whole log, in order)."""
+    state = RunState(run_id=run_id)
+    for recorded in events:
+        apply(state, recorded)
+    if state.last_seq == 0:
+        raise CorruptDataError(f"run {run_id!r} has no events")
+    return state
