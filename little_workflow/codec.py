@@ -35,6 +35,9 @@ JsonValue: TypeAlias = bool | int | float | str | list["JsonValue"] | dict[str, 
 # until RecursionError, and nothing this program stores is nested so deeply.
 MAX_DEPTH = 500
 
+# The fast check recurses (two frames a level); deeper values take the iterative walk.
+_FAST_DEPTH = 64
+
 _ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
 _CANONICAL_ENCODER = json.JSONEncoder(
     ensure_ascii=False, allow_nan=False, separators=(",", ":"), sort_keys=True
@@ -42,8 +45,31 @@ _CANONICAL_ENCODER = json.JSONEncoder(
 _SCALARS = (str, int, float, bool, type(None))
 
 
+def _plain(value: object, depth: int) -> bool:
+    # The common case, fast: exact built-in types, no paths built. Anything unusual
+    # (a str subclass, a NaN, a deep value) falls to the slow walk, which decides and
+    # names the place.
+    kind = type(value)
+    if kind is str or kind is int or kind is bool or value is None:
+        return True
+    if kind is float:
+        return math.isfinite(value)  # type: ignore[arg-type]
+    if depth >= _FAST_DEPTH:
+        return False
+    if kind is dict:
+        return all(
+            type(key) is str and _plain(child, depth + 1)
+            for key, child in value.items()  # type: ignore[attr-defined]
+        )
+    if kind is list or kind is tuple:
+        return all(_plain(child, depth + 1) for child in value)  # type: ignore[attr-defined]
+    return False
+
+
 def check_json_value(value: object, *, where: str = "value") -> None:
     """Raise ``InvalidValueError`` unless ``value`` is plain JSON (see the module docstring)."""
+    if _plain(value, 0):
+        return
     stack: list[tuple[object, str, int]] = [(value, where, 0)]
     while stack:
         item, path, depth = stack.pop()
@@ -95,12 +121,17 @@ def loads(text: str | bytes, *, where: str = "stored value") -> JsonValue:
     return result
 
 
-def canonical_json(value: object) -> bytes:
-    """The canonical UTF-8 JSON bytes of ``value``: sorted keys, no whitespace."""
-    check_json_value(value)
+def canonical_json(value: object, *, trusted: bool = False) -> bytes:
+    """The canonical UTF-8 JSON bytes of ``value``: sorted keys, no whitespace.
+
+    ``trusted=True`` skips the plain-JSON check, for values this program just produced
+    as JSON (a pydantic ``model_dump(mode="json")``); anything else must be checked.
+    """
+    if not trusted:
+        check_json_value(value)
     return _CANONICAL_ENCODER.encode(value).encode("utf-8")
 
 
-def sha256_digest(value: object) -> str:
+def sha256_digest(value: object, *, trusted: bool = False) -> str:
     """``sha256:`` followed by the hex SHA-256 of ``canonical_json(value)``."""
-    return "sha256:" + hashlib.sha256(canonical_json(value)).hexdigest()
+    return "sha256:" + hashlib.sha256(canonical_json(value, trusted=trusted)).hexdigest()

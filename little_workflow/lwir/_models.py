@@ -32,6 +32,7 @@ from pydantic import (
     JsonValue,
     StrictInt,
     StrictStr,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -43,6 +44,7 @@ __all__ = [
     "DEFAULT_CONCURRENCY",
     "MAX_STEP_ID_LENGTH",
     "STEP_KINDS",
+    "TRUSTED_GRAPH",
     "DecisionStep",
     "ExecuteStep",
     "MapStep",
@@ -55,6 +57,8 @@ __all__ = [
     "Workflow",
 ]
 
+#: Validation-context key: the graph was validated before (a pinned, hash-checked copy).
+TRUSTED_GRAPH = "little_workflow.trusted_graph"
 #: Default bound on the branches of one map step that run at the same time.
 DEFAULT_CONCURRENCY = 8
 MAX_STEP_ID_LENGTH = 100
@@ -438,7 +442,12 @@ class Workflow(_Model):
         return value
 
     @model_validator(mode="after")
-    def _graph(self) -> Workflow:
+    def _graph(self, info: ValidationInfo) -> Workflow:
+        # A definition read back from a run's store was validated when the run pinned it
+        # and is checked against its hash; the caller says so with this context key, and
+        # the graph walk (costly for thousands of steps) is skipped.
+        if isinstance(info.context, dict) and info.context.get(TRUSTED_GRAPH):
+            return self
         # Imported here because validation reads these models; a module-level import
         # would be circular. LwirValidationError is not a ValueError, so pydantic lets it
         # through unwrapped, with its own problem list.

@@ -21,12 +21,11 @@ Events per step, and why they are written as they are:
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from little_workflow.codec import JsonValue, check_json_value, sha256_digest
+from little_workflow.codec import JsonValue, check_json_value
 from little_workflow.durable import MemoTable
 from little_workflow.errors import (
     ConfigError,
@@ -41,7 +40,6 @@ from little_workflow.events import (
     HarnessToolCallFailed,
     HarnessToolCallStarted,
     HarnessToolCallSucceeded,
-    RecordedEvent,
     RunCompleted,
     RunFailed,
     StepAttemptFailed,
@@ -66,8 +64,9 @@ from little_workflow.lwir import (
     render,
 )
 from little_workflow.runtime._functions import StepContext, accepts_ctx, invoke
-from little_workflow.runtime._state import RunState, apply
+from little_workflow.runtime._state import RunState
 from little_workflow.runtime._workflows import WorkflowVersion
+from little_workflow.runtime._writer import RunWriter
 
 if TYPE_CHECKING:
     from little_workflow.runtime._runtime import Runtime
@@ -136,10 +135,10 @@ class RunExecution:
         self.frontier: list[str] = []
         #: Every path the walk reached in this pass.
         self.visited: set[str] = set()
-        self._append_lock = asyncio.Lock()
-        self._identities: dict[int, str] = {}
+        self.writer = RunWriter(runtime.events, state, crash=runtime.crash)
         self._indexes: dict[int, dict[str, int]] = {}
         self.memo = MemoTable(scope=f"run {self.run_id!r}", on_mismatch="error")
+        self._pinned = state.definition_hash in ("", version.definition_hash)
         for path, record in state.steps.items():
             if record.status == "completed":
                 self.memo.record(
@@ -149,30 +148,19 @@ class RunExecution:
     # --- committing -------------------------------------------------------------------
 
     async def append(self, events: Sequence[Event], *, sync: bool) -> None:
-        """Commit ``events`` to this run's log and fold them into ``state``.
-
-        Shielded: once a commit starts, cancelling the caller does not stop the state
-        from learning about it, so ``state`` always equals the fold of the log.
-        """
-        await asyncio.shield(self._commit(events, sync))
-
-    async def _commit(self, events: Sequence[Event], sync: bool) -> None:
-        async with self._append_lock:
-            # expected_seq: a second writer on this run (a broken lock) is an error here,
-            # not a silent interleaving.
-            seqs = await self.runtime.events.append(
-                self.run_id, events, sync=sync, expected_seq=self.state.last_seq
-            )
-            now = time.time()
-            for seq, event in zip(seqs, events, strict=True):
-                apply(self.state, RecordedEvent(run_id=self.run_id, seq=seq, ts=now, event=event))
-            if self.runtime.crash is not None:
-                self.runtime.crash.committed(len(events))
+        """Append ``events`` to this run (see ``RunWriter``): durably, or write-behind."""
+        await self.writer.append(events, sync=sync)
 
     # --- the run ----------------------------------------------------------------------
 
     async def execute(self) -> JsonValue:
         """Walk the run to its end; commit ``RunCompleted`` or ``RunFailed``."""
+        try:
+            return await self._execute()
+        finally:
+            self.writer.discard()
+
+    async def _execute(self) -> JsonValue:
         scope: Scope = {"input": self.state.input, "steps": {}, "run": {"id": self.run_id}}
         try:
             output: JsonValue = await self._scope(self.version.workflow.steps, None, scope)
@@ -211,6 +199,12 @@ class RunExecution:
         try:
             output: JsonValue = await self._scope(self.version.workflow.steps, None, scope)
         except _Frontier:
+            return None
+        except _StepFailure as failure:
+            # A failed run's walk ends where the run failed (a visit past maxVisits, bad
+            # map items, a template that does not render): its frontier, where a retry
+            # would continue.
+            self.frontier.append(failure.path)
             return None
         return output
 
@@ -264,14 +258,6 @@ class RunExecution:
         except TemplateError as exc:
             raise _StepFailure("template_error", str(exc), path=path, step_id=step.id) from exc
 
-    def _identity(self, step: StepBase) -> str:
-        identity = self._identities.get(id(step))
-        if identity is None:
-            dumped = step.model_dump(mode="json", by_alias=True, exclude_defaults=True)
-            dumped["kind"] = step.kind
-            identity = self._identities[id(step)] = sha256_digest(dumped)
-        return identity
-
     # --- steps ------------------------------------------------------------------------
 
     async def _step(
@@ -279,8 +265,12 @@ class RunExecution:
     ) -> tuple[JsonValue, str | None]:
         path_text = str(path)
         self.visited.add(path_text)
-        identity = self._identity(step)
-        hit = self.memo.lookup(path_text, identity)
+        if self._pinned:
+            # The run's recorded definition hash is this version's: every recorded step
+            # was made by the same step definition, so hashing it again proves nothing.
+            hit = self.memo.peek(path_text)
+        else:
+            hit = self.memo.lookup(path_text, self.version.identity(step))
         if hit is not None:
             self.replayed += 1
             assert isinstance(hit.value, dict)
@@ -288,6 +278,7 @@ class RunExecution:
             return hit.value.get("output"), (
                 recorded_route if isinstance(recorded_route, str) else None
             )
+        identity = self.version.identity(step)
         site = _Site(path, path_text, visit, identity)
         if self.replay_only:
             if not isinstance(step, MapStep):

@@ -200,8 +200,11 @@ class Runtime:
         await self.open()
         model, source = self._load(workflow)
         check_json_value(input, where="run input")
-        version = await self.catalog.pin(model, source=source)
+        version = self.catalog.resolve(model, source=source)
+        # Before anything is stored: a workflow naming a function or tool that is not
+        # there changes nothing on disk.
         self._check_callables(version)
+        version = await self.catalog.store(version)
         run_id = new_id("run") if run_id is None else validate_id(run_id, what="run id")
         async with self._locked(run_id):
             return await self._start_or_continue(version, input, run_id, None, None)
@@ -232,7 +235,7 @@ class Runtime:
         await self.open()
         validate_id(run_id, what="run id")
         state = await self._fold(run_id)
-        version = await self.catalog.load(state.definition_hash)
+        version = await self.catalog.load(state.workflow_version_id)
         execution = RunExecution(self, version, state, replay_only=True)
         output = await execution.replay()
         visited = execution.visited
@@ -319,9 +322,15 @@ class Runtime:
         records = await self.events.read(run_id)
         if records:
             state = fold(run_id, records)
-            same_workflow = state.definition_hash == version.definition_hash
+            # The version id covers the sub-workflows too: a run started before
+            # child.yaml was edited is not the run these files describe now.
+            same_workflow = state.workflow_version_id == version.version_id
             if not same_workflow or sha256_digest(state.input) != sha256_digest(input):
-                differs = "another workflow" if not same_workflow else "other input"
+                differs = "other input"
+                if state.definition_hash != version.definition_hash:
+                    differs = "another workflow"
+                elif not same_workflow:
+                    differs = "other versions of its sub-workflows"
                 raise ConfigError(
                     f"run {run_id!r} already exists with {differs}; resume it, or start a "
                     "new run with another run id",
@@ -330,7 +339,11 @@ class Runtime:
             reason = "retry" if retry_failed and state.status is RunStatus.FAILED else "resume"
             return await self._continue(state, version, reason=reason)
         try:
-            self.data_dir.harness_dir(run_id).mkdir(mode=0o700, parents=True, exist_ok=True)
+            # One level at a time: ``mkdir(parents=True)`` gives the parents it creates
+            # the default mode, which would leave ``runs/<runId>`` readable by others.
+            run_dir = self.data_dir.run_dir(run_id)
+            for directory in (run_dir, self.data_dir.harness_dir(run_id)):
+                directory.mkdir(mode=0o700, parents=True, exist_ok=True)
         except OSError as exc:
             raise StorageError(
                 f"cannot create the scratch directory of run {run_id!r}: {exc}"
@@ -375,7 +388,7 @@ class Runtime:
                 run_id=state.run_id,
             )
         if version is None:
-            version = await self.catalog.load(state.definition_hash)
+            version = await self.catalog.load(state.workflow_version_id)
             self._check_callables(version)
         execution = RunExecution(self, version, state, retrying=reason == "retry")
         await execution.append([RunResumed(reason=reason, pid=os.getpid())], sync=False)

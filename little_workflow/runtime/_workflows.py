@@ -2,9 +2,14 @@
 
 When a run starts, its workflow and every sub-workflow it can reach (files named
 relative to the referring file, or workflows registered by name) are resolved once and
-stored, content-addressed, in the KV store under ``workflows/<definitionHash>``. A
-record holds the canonical definition and ``refs``: each ``workflow:`` reference of the
-document mapped to the definition hash it resolved to.
+stored in the KV store under ``workflows/<workflowVersionId>``. A record holds the
+canonical definition and ``refs``: each ``workflow:`` reference of the document mapped
+to the version id it resolved to.
+
+Keyed by version id, not by definition hash: one definition may refer to different
+sub-workflows at different times (``child.yaml`` edited between two runs), and a record
+keyed by the definition alone would be overwritten by the later run, silently changing
+what the earlier one resumes with.
 
 A resumed run loads this closure from the store and never looks at the files again:
 editing ``child.yaml`` after a crash cannot change what a resumed run does (to run the
@@ -22,23 +27,27 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pydantic import ValidationError
+
 from little_workflow.codec import JsonValue, sha256_digest
 from little_workflow.errors import ConfigError, CorruptDataError, LwirError
 from little_workflow.lwir import (
     MapStep,
     Step,
+    StepBase,
     SubWorkflowStep,
     Workflow,
     canonical_definition,
     definition_hash,
     load_workflow,
-    parse_workflow,
 )
+from little_workflow.lwir._models import TRUSTED_GRAPH
 from little_workflow.storage import StorageAdapter
 
 __all__ = ["WorkflowCatalog", "WorkflowVersion"]
 
-_RECORD_FORMAT = 1
+#: 2: keyed by version id, ``refs`` hold version ids (format 1 held definition hashes).
+_RECORD_FORMAT = 2
 _MAX_DEPTH = 32
 
 
@@ -51,11 +60,26 @@ class WorkflowVersion:
     version_id: str
     #: ``workflow:`` reference text → the resolved sub-workflow.
     children: Mapping[str, WorkflowVersion] = field(default_factory=dict)
+    #: Step identities computed so far, by ``id()`` of the step model (see ``identity``).
+    _identities: dict[int, str] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def name(self) -> str:
         """The workflow's name."""
         return self.workflow.name
+
+    def identity(self, step: StepBase) -> str:
+        """The identity of ``step``: the hash of its canonical definition (kind included).
+
+        Memoized here, on the version, so each step is hashed once per process, not once
+        per visit or per run.
+        """
+        identity = self._identities.get(id(step))
+        if identity is None:
+            dumped = step.model_dump(mode="json", by_alias=True, exclude_defaults=True)
+            dumped["kind"] = step.kind
+            identity = self._identities[id(step)] = sha256_digest(dumped, trusted=True)
+        return identity
 
     def child(self, reference: str) -> WorkflowVersion:
         """The sub-workflow a ``workflow:`` step names."""
@@ -95,7 +119,17 @@ class WorkflowCatalog:
 
     async def pin(self, workflow: Workflow, *, source: Path | None = None) -> WorkflowVersion:
         """Resolve ``workflow``'s sub-workflows (``source``: the file it came from), store all."""
-        version = self._resolve(workflow, source, stack=())
+        return await self.store(self.resolve(workflow, source=source))
+
+    def resolve(self, workflow: Workflow, *, source: Path | None = None) -> WorkflowVersion:
+        """Resolve ``workflow``'s sub-workflows without storing anything (see ``store``)."""
+        return self._resolve(workflow, source, stack=())
+
+    async def store(self, version: WorkflowVersion) -> WorkflowVersion:
+        """Store a resolved version and its sub-workflows; return the one to run."""
+        known = self._loaded.get(version.version_id)
+        if known is not None:
+            return known  # keeps its memoized step identities
         await self._store(version)
         return version
 
@@ -147,56 +181,63 @@ class WorkflowCatalog:
     async def _store(self, version: WorkflowVersion) -> None:
         for child in version.children.values():
             await self._store(child)
-        key = f"workflows/{version.definition_hash}"
+        key = f"workflows/{version.version_id}"
         record: dict[str, JsonValue] = {
             "format": _RECORD_FORMAT,
             "definition": canonical_definition(version.workflow),
-            "refs": {ref: child.definition_hash for ref, child in version.children.items()},
+            "refs": {ref: child.version_id for ref, child in version.children.items()},
         }
         existing = await self._kv.get(key)
         if existing != record:
             await self._kv.set(key, record)
-        self._loaded[version.definition_hash] = version
+        self._loaded[version.version_id] = version
 
     # --- loading a recorded run's workflow --------------------------------------------
 
-    async def load(self, digest: str, *, depth: int = 0) -> WorkflowVersion:
-        """The pinned version whose definition hash is ``digest``, from the store."""
-        cached = self._loaded.get(digest)
+    async def load(self, version_id: str, *, depth: int = 0) -> WorkflowVersion:
+        """The pinned version ``version_id`` (a run's ``workflowVersionId``), from the store."""
+        cached = self._loaded.get(version_id)
         if cached is not None:
             return cached
         if depth > _MAX_DEPTH:
-            raise CorruptDataError(f"stored workflow {digest}: sub-workflows nest too deep")
-        key = f"workflows/{digest}"
+            raise CorruptDataError(f"stored workflow {version_id}: sub-workflows nest too deep")
+        key = f"workflows/{version_id}"
         record = await self._kv.get(key)
         if record is None:
             raise CorruptDataError(
-                f"the store has no workflow definition {digest} (key {key!r}); the run cannot "
-                "be resumed without it"
+                f"the store has no workflow version {version_id} (key {key!r}); the run "
+                "cannot be resumed without it"
             )
         if not isinstance(record, dict) or record.get("format") != _RECORD_FORMAT:
-            raise CorruptDataError(f"stored workflow {key!r} is not a version-1 record")
+            raise CorruptDataError(
+                f"stored workflow {key!r} is not a version-{_RECORD_FORMAT} record"
+            )
         definition, refs = record.get("definition"), record.get("refs")
         if not isinstance(definition, dict) or not isinstance(refs, dict):
             raise CorruptDataError(f"stored workflow {key!r} lacks its definition or refs")
+        # The record holds the canonical definition, so its hash is the definition hash:
+        # an altered record is caught before it is even parsed, and the graph, validated
+        # when the run pinned it, need not be walked again.
+        digest = sha256_digest(definition, trusted=True)
         try:
-            workflow = parse_workflow(definition, source=key)
-        except LwirError as exc:
+            workflow = Workflow.model_validate(definition, context={TRUSTED_GRAPH: True})
+        except (ValidationError, LwirError) as exc:
             raise CorruptDataError(f"stored workflow {key!r} does not validate: {exc}") from exc
-        if definition_hash(workflow) != digest:
-            raise CorruptDataError(
-                f"stored workflow {key!r} hashes to {definition_hash(workflow)}: it was altered"
-            )
         children: dict[str, WorkflowVersion] = {}
-        for reference, child_digest in refs.items():
-            if not isinstance(child_digest, str):
+        for reference, child_version in refs.items():
+            if not isinstance(child_version, str):
                 raise CorruptDataError(f"stored workflow {key!r}: bad ref {reference!r}")
-            children[reference] = await self.load(child_digest, depth=depth + 1)
+            children[reference] = await self.load(child_version, depth=depth + 1)
+        # The version id is a hash of the definition's hash and its children's ids, so
+        # an altered definition or ref shows here.
+        found = _version_id(digest, children)
+        if found != version_id:
+            raise CorruptDataError(f"stored workflow {key!r} hashes to {found}: it was altered")
         version = WorkflowVersion(
             workflow=workflow,
             definition_hash=digest,
-            version_id=_version_id(digest, children),
+            version_id=version_id,
             children=children,
         )
-        self._loaded[digest] = version
+        self._loaded[version_id] = version
         return version

@@ -99,8 +99,13 @@ class RunInfo:
     last_seq: int
 
 
+_NO_UPDATE = RunIndexUpdate()
+
+
 def apply_run_index(events: Sequence[Event]) -> RunIndexUpdate:
     """Fold the run-index effects of ``events`` (in order) into one row update."""
+    if all(event.RUN_STATUS is None for event in events):
+        return _NO_UPDATE  # the common case: no lifecycle event in this append
     status: RunStatus | None = None
     workflow: str | None = None
     parent: str | None = None

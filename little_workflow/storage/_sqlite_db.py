@@ -108,6 +108,10 @@ class SqliteDatabase:
         self._executor: ThreadPoolExecutor | None = None
         self._conn_synchronous = spec.synchronous
         self._lock = threading.Lock()
+        # Writes handed to the worker thread and not finished yet. While there are any,
+        # reads go through the same thread, after them: a caller whose write was
+        # cancelled mid-wait can still read what it committed.
+        self._pending_writes = 0
 
     # --- opening ----------------------------------------------------------------------
 
@@ -235,8 +239,14 @@ class SqliteDatabase:
         except sqlite3.Error as exc:
             if not _is_busy(exc):
                 raise self._translate(exc, "write to") from exc
-            return await self._in_waiting_thread(lambda: self._write_waiting(work, sync))
+            self._pending_writes += 1
+            future = self._submit(lambda: self._write_waiting(work, sync))
+            future.add_done_callback(self._write_done)
+            return await future
         return self._finish(conn, work)
+
+    def _write_done(self, _: object) -> None:
+        self._pending_writes -= 1
 
     def _finish(self, conn: sqlite3.Connection, work: Callable[[sqlite3.Connection], T]) -> T:
         try:
@@ -294,12 +304,14 @@ class SqliteDatabase:
     async def read(self, work: Callable[[sqlite3.Connection], T]) -> T:
         """Run a read-only ``work`` and return its result (WAL readers never block writers)."""
         conn = self._require()
+        if self._pending_writes:
+            return await self._submit(lambda: self._read_waiting(work))
         try:
             return work(conn)
         except sqlite3.Error as exc:
             if not _is_busy(exc):
                 raise self._translate(exc, "read from") from exc
-        return await self._in_waiting_thread(lambda: self._read_waiting(work))
+        return await self._submit(lambda: self._read_waiting(work))
 
     def _read_waiting(self, work: Callable[[sqlite3.Connection], T]) -> T:
         try:
@@ -312,14 +324,14 @@ class SqliteDatabase:
                 ) from exc
             raise self._translate(exc, "read from") from exc
 
-    async def _in_waiting_thread(self, call: Callable[[], T]) -> T:
+    def _submit(self, call: Callable[[], T]) -> asyncio.Future[T]:
         with self._lock:
             if self._executor is None:
                 self._executor = ThreadPoolExecutor(
                     max_workers=1, thread_name_prefix="little-workflow-sqlite"
                 )
             executor = self._executor
-        return await asyncio.get_running_loop().run_in_executor(executor, call)
+        return asyncio.get_running_loop().run_in_executor(executor, call)
 
     def _waiting(self) -> sqlite3.Connection:
         if self._waiting_conn is None:

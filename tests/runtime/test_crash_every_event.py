@@ -104,7 +104,7 @@ def test_crash_at_every_event_boundary_then_resume(tmp_path: Path) -> None:
         )
         assert crashed.returncode == CRASH_EXIT_CODE, (n, crashed.stderr)
         before = read_calls(calls)
-        events_at_crash, committed, in_flight = log_facts(data_dir)
+        events_at_crash, committed, _ = log_facts(data_dir)
         assert events_at_crash >= n
 
         resumed = cli(data_dir, calls, "resume", "run_crash")
@@ -113,8 +113,12 @@ def test_crash_at_every_event_boundary_then_resume(tmp_path: Path) -> None:
 
         after = read_calls(calls)[len(before) :]
         assert not set(after) & committed, (n, set(after) & committed)
+        # Only steps in flight at the crash run again: invoked but not committed. The run
+        # is sequential but for the map, whose three branches may all be in flight.
         twice = {call for call in after if call in set(before)}
-        assert twice <= in_flight, (n, twice - in_flight)
+        assert twice <= set(before) - committed
+        assert len([call for call in twice if "[" not in call[1]]) <= 1, (n, twice)
+        assert len(twice) <= 3, (n, twice)
         # Nothing ran more than twice, and every step ran at least once in all.
         counts = Counter(before + after)
         assert max(counts.values()) <= 2, n
