@@ -4,8 +4,10 @@ Kill the process at any instant, restart it, and the run continues from where it
 durable log ends: no completed step runs again, no model or tool call whose answer was
 committed is paid for twice.
 
-The public API is re-exported here; sub-packages hold the layers (``storage`` now,
-``runtime``, ``harness``, ``durable`` and ``platform`` as they land).
+The public API is re-exported here; sub-packages hold the layers: ``lwir`` (the
+workflow document), ``runtime`` (runs), ``durable`` (locks, memoization), ``storage``
+(KV stores and event logs), ``platform`` (process identity), and the data model
+(``errors``, ``ids``, ``codec``, ``events``).
 """
 
 from __future__ import annotations
@@ -39,6 +41,26 @@ from little_workflow.errors import (
     UnknownEventTypeError,
 )
 from little_workflow.ids import new_id, validate_id
+from little_workflow.lwir import (
+    DecisionStep,
+    ExecuteStep,
+    MapStep,
+    OutputStep,
+    RetryPolicy,
+    SubWorkflowStep,
+    ToolStep,
+    Workflow,
+    definition_hash,
+    load_workflow,
+    parse_workflow,
+)
+from little_workflow.runtime import (
+    ReplayResult,
+    RunResult,
+    RunState,
+    Runtime,
+    StepContext,
+)
 from little_workflow.storage import (
     EventLog,
     RunInfo,
@@ -56,7 +78,9 @@ __all__ = [
     "ConfigError",
     "ConflictError",
     "CorruptDataError",
+    "DecisionStep",
     "EventLog",
+    "ExecuteStep",
     "InvalidIdError",
     "InvalidInputError",
     "InvalidKeyError",
@@ -71,25 +95,39 @@ __all__ = [
     "LwirSyntaxError",
     "LwirTooLargeError",
     "LwirValidationError",
+    "MapStep",
     "MemoMismatchError",
+    "OutputStep",
+    "ReplayResult",
+    "RetryPolicy",
     "RunFailedError",
     "RunInfo",
+    "RunResult",
+    "RunState",
+    "Runtime",
     "SchemaVersionError",
+    "StepContext",
     "StorageAdapter",
     "StorageBusyError",
     "StorageError",
     "StorageUnavailableError",
+    "SubWorkflowStep",
     "TemplateError",
     "TemplateSyntaxError",
+    "ToolStep",
     "UnknownEventTypeError",
+    "Workflow",
     "__version__",
     "canonical_json",
     "create_file_storage",
     "create_in_memory_event_log",
     "create_in_memory_storage",
+    "definition_hash",
+    "load_workflow",
     "new_id",
     "open_event_log",
     "open_storage",
+    "parse_workflow",
     "sha256_digest",
     "validate_id",
 ]
