@@ -167,7 +167,8 @@ def cli(
 
 def main() -> None:
     """Run the command line."""
-    from little_workflow.cli import _runs
+    from little_workflow.cli import _demo, _runs
 
     _runs.register(cli)
+    _demo.register(cli)
     cli()

@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mappin
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, cast
 
 from little_workflow.codec import JsonValue, check_json_value, sha256_digest
 from little_workflow.durable import FileLock
@@ -187,11 +187,14 @@ class Runtime:
     async def run(
         self,
         workflow: Workflow | str | os.PathLike[str],
-        input: JsonValue = None,
+        input: object = None,
         *,
         run_id: str | None = None,
     ) -> RunResult:
         """Start a run of ``workflow`` (a model or a ``.json``/``.yaml`` file) with ``input``.
+
+        ``input`` must be plain JSON (``InvalidValueError`` otherwise, before anything is
+        written); it is typed ``object`` so that a ``dict[str, str]`` needs no cast.
 
         With a ``run_id`` that already exists for the same workflow and input, this
         resumes that run instead (so re-running a command after a crash is safe); for
@@ -200,6 +203,7 @@ class Runtime:
         await self.open()
         model, source = self._load(workflow)
         check_json_value(input, where="run input")
+        run_input = cast(JsonValue, input)
         version = self.catalog.resolve(model, source=source)
         # Before anything is stored: a workflow naming a function or tool that is not
         # there changes nothing on disk.
@@ -207,7 +211,7 @@ class Runtime:
         version = await self.catalog.store(version)
         run_id = new_id("run") if run_id is None else validate_id(run_id, what="run id")
         async with self._locked(run_id):
-            return await self._start_or_continue(version, input, run_id, None, None)
+            return await self._start_or_continue(version, run_input, run_id, None, None)
 
     async def resume(self, run_id: str) -> RunResult:
         """Continue ``run_id`` from the end of its log (a finished run returns its result)."""
