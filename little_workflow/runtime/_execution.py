@@ -29,6 +29,7 @@ from little_workflow.codec import JsonValue, check_json_value
 from little_workflow.durable import MemoTable
 from little_workflow.errors import (
     ConfigError,
+    CorruptDataError,
     InvalidStepPathError,
     InvalidValueError,
     RunFailedError,
@@ -64,7 +65,7 @@ from little_workflow.lwir import (
     render,
 )
 from little_workflow.runtime._functions import StepContext, accepts_ctx, invoke
-from little_workflow.runtime._state import RunState
+from little_workflow.runtime._state import RunState, scope_key
 from little_workflow.runtime._workflows import WorkflowVersion
 from little_workflow.runtime._writer import RunWriter
 
@@ -277,6 +278,17 @@ class RunExecution:
             recorded_route = hit.value.get("route")
             return hit.value.get("output"), (
                 recorded_route if isinstance(recorded_route, str) else None
+            )
+        # The seed's rule, as a check: the visit about to run is the number of completed
+        # visits of this step in this branch the log holds. Anything else means the log
+        # and the walk disagree, and continuing would overwrite history.
+        prefix, _ = scope_key(path_text, step.id, visit)
+        completed_visits = self.state.visits(step.id, prefix)
+        if completed_visits != (visit or 0):
+            raise CorruptDataError(
+                f"run {self.run_id!r}: the log holds {completed_visits} completed visit(s) of "
+                f"step {step.id!r} at {path_text!r}'s scope, but the workflow is at visit "
+                f"{visit or 0}; the log does not belong to this workflow"
             )
         identity = self.version.identity(step)
         site = _Site(path, path_text, visit, identity)

@@ -7,7 +7,6 @@ into an existing state, so a live view can follow a log without re-reading it.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Literal
@@ -30,10 +29,9 @@ from little_workflow.events import (
     SubRunStarted,
 )
 
-__all__ = ["RunState", "StepRecord", "StepStatus", "apply", "fold"]
+__all__ = ["RunState", "StepRecord", "StepStatus", "apply", "fold", "scope_key"]
 
 StepStatus = Literal["running", "completed", "failed"]
-_VISIT_SUFFIX = re.compile(r"\.visit\[\d+\]")
 
 
 @dataclass(slots=True, kw_only=True)
@@ -90,6 +88,10 @@ class RunState:
     last_seq: int = 0
     #: How many times a process picked the run up again (``RunResumed``).
     resumes: int = 0
+    #: Completed visits by (branch prefix, step id); see ``visits``.
+    visit_counts: dict[tuple[str, str], int] = field(default_factory=dict)
+    #: The latest route of each decision by (branch prefix, step id).
+    last_routes: dict[tuple[str, str], str] = field(default_factory=dict)
 
     @property
     def finished(self) -> bool:
@@ -104,38 +106,22 @@ class RunState:
     def visits(self, step_id: str, branch_prefix: str = "") -> int:
         """Completed visits of ``step_id`` in the branch ``branch_prefix``.
 
-        The seed's rule: scan ``StepCompleted`` events with the same (stepId, branchPath)
-        prefix. ``branch_prefix`` is the path of the enclosing branch plus ``.``
-        (``review-candidates[cand_1].``), or ``""`` at top level.
+        The seed's rule: count the ``StepCompleted`` events with the same (stepId,
+        branchPath) prefix; the fold keeps the count as it goes. ``branch_prefix`` is
+        the enclosing branch's path plus ``.`` (``review-candidates[cand_1].``), or
+        ``""`` at top level.
         """
-        return sum(
-            1
-            for path, record in self.steps.items()
-            if record.status == "completed" and _in_scope(path, branch_prefix, step_id)
-        )
+        return self.visit_counts.get((branch_prefix, step_id), 0)
 
     def pending_decision_target(self, step_id: str, branch_prefix: str = "") -> str | None:
         """The route of the most recent completed visit of decision ``step_id``, if any."""
-        latest: StepRecord | None = None
-        for path, record in self.steps.items():
-            if (
-                record.status == "completed"
-                and record.kind == "decision"
-                and _in_scope(path, branch_prefix, step_id)
-                and (latest is None or (record.completed_seq or 0) > (latest.completed_seq or 0))
-            ):
-                latest = record
-        return None if latest is None else latest.route
+        return self.last_routes.get((branch_prefix, step_id))
 
 
-def _in_scope(path: str, branch_prefix: str, step_id: str) -> bool:
-    """Whether ``path`` is ``<prefix><step id>`` or ``<prefix><step id>.visit[n]``."""
-    if not path.startswith(branch_prefix):
-        return False
-    rest = path[len(branch_prefix) :]
-    if rest == step_id:
-        return True
-    return _VISIT_SUFFIX.fullmatch(rest[len(step_id) :]) is not None and rest.startswith(step_id)
+def scope_key(path: str, step_id: str, visit: int | None) -> tuple[str, str]:
+    """(branch prefix, step id) of a step path: ``m[k].w.visit[2]`` -> ``("m[k].", "w")``."""
+    end = len(path) - (len(f".visit[{visit}]") if visit is not None else 0)
+    return path[: end - len(step_id)], step_id
 
 
 def _step(state: RunState, path: str, step_id: str, kind: str, visit: int | None) -> StepRecord:
@@ -219,6 +205,10 @@ def apply(state: RunState, recorded: RecordedEvent) -> RunState:
             record.started_at = record.started_at or recorded.ts
             record.completed_seq = recorded.seq
             record.identity = event.identity
+            key = scope_key(event.step_path, event.step_id, event.visit)
+            state.visit_counts[key] = state.visit_counts.get(key, 0) + 1
+            if event.route is not None:
+                state.last_routes[key] = event.route
         case StepFailed():
             record = _existing(state, event.step_path, recorded)
             record.status = "failed"
