@@ -25,7 +25,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from little_workflow.codec import JsonValue, check_json_value
+from little_workflow.codec import JsonValue, check_json_value, dumps
 from little_workflow.durable import MemoTable
 from little_workflow.errors import (
     ConfigError,
@@ -356,7 +356,10 @@ class RunExecution:
             )
             try:
                 result = await call(attempt)
-                check_json_value(result, where=f"the result of step {path!r}")
+                # dumps, not check_json_value: it also refuses strings that are not valid
+                # Unicode (a lone surrogate), which would otherwise fail the commit below
+                # with an untyped error and leave the run unrecorded.
+                dumps(result, where=f"the result of step {path!r}")
             except Exception as exc:
                 code, names = _error_names(exc)
                 will_retry = (

@@ -19,7 +19,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, cast
 
-from little_workflow.codec import JsonValue, check_json_value, sha256_digest
+from little_workflow.codec import JsonValue, dumps, sha256_digest
 from little_workflow.durable import FileLock
 from little_workflow.errors import ConfigError, RunFailedError, StorageError
 from little_workflow.events import RunResumed, RunStarted, RunStatus
@@ -202,7 +202,7 @@ class Runtime:
         """
         await self.open()
         model, source = self._load(workflow)
-        check_json_value(input, where="run input")
+        dumps(input, where="run input")  # plain JSON and valid Unicode, or InvalidValueError
         run_input = cast(JsonValue, input)
         version = self.catalog.resolve(model, source=source)
         # Before anything is stored: a workflow naming a function or tool that is not
@@ -366,6 +366,10 @@ class Runtime:
             ],
             sync=False,
         )
+        # Committed now (without fsync), not held for the first step's commit: a process
+        # killed inside a long first step (or a sync one, which blocks the flush timer)
+        # must leave a run that `resume <id>` finds and the run index shows.
+        await execution.writer.drain()
         return await self._drive(execution)
 
     async def _continue(
