@@ -31,6 +31,7 @@ from little_workflow.errors import (
     LwirTooLargeError,
     LwirValidationError,
     MemoMismatchError,
+    ModelProviderError,
     RunFailedError,
     SchemaVersionError,
     StorageBusyError,
@@ -38,6 +39,8 @@ from little_workflow.errors import (
     StorageUnavailableError,
     TemplateError,
     TemplateSyntaxError,
+    ToolArgumentsError,
+    ToolDefinitionError,
     UnknownEventTypeError,
 )
 from little_workflow.ids import new_id, validate_id
@@ -97,6 +100,7 @@ __all__ = [
     "LwirValidationError",
     "MapStep",
     "MemoMismatchError",
+    "ModelProviderError",
     "OutputStep",
     "ReplayResult",
     "RetryPolicy",
@@ -114,6 +118,8 @@ __all__ = [
     "SubWorkflowStep",
     "TemplateError",
     "TemplateSyntaxError",
+    "ToolArgumentsError",
+    "ToolDefinitionError",
     "ToolStep",
     "UnknownEventTypeError",
     "Workflow",

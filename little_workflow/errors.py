@@ -9,7 +9,8 @@ errors (``sqlite3``, ``psycopg``, ``OSError``) are translated at the boundary wi
 
     LittleWorkflowError                      little_workflow_error
     ├── ConfigError                          config_error (and seed codes such as
-    │                                          CHECKPOINT_SCHEMA_MISMATCH)
+    │   │                                      CHECKPOINT_SCHEMA_MISMATCH)
+    │   └── ToolDefinitionError              tool_definition_error
     ├── InvalidInputError                    invalid_input
     │   ├── InvalidIdError                   invalid_id
     │   ├── InvalidKeyError                  invalid_key
@@ -22,7 +23,8 @@ errors (``sqlite3``, ``psycopg``, ``OSError``) are translated at the boundary wi
     │   │       └── LwirTooLargeError        lwir_too_large (size, aliases, depth)
     │   ├── TemplateError                    template_error (missing key, wrong type)
     │   │   └── TemplateSyntaxError          template_syntax
-    │   └── InvalidStepPathError             invalid_step_path (and invalid_branch_key)
+    │   ├── InvalidStepPathError             invalid_step_path (and invalid_branch_key)
+    │   └── ToolArgumentsError               tool_arguments_invalid
     ├── StorageError                         storage_error
     │   ├── StorageUnavailableError          storage_unavailable
     │   ├── StorageBusyError                 storage_busy
@@ -30,6 +32,7 @@ errors (``sqlite3``, ``psycopg``, ``OSError``) are translated at the boundary wi
     │   ├── CorruptDataError                 corrupt_data
     │   ├── SchemaVersionError               schema_version
     │   └── UnknownEventTypeError            unknown_event_type
+    ├── ModelProviderError                   model_provider_error (status, retryable)
     ├── LockTimeoutError                     lock_timeout
     ├── MemoMismatchError                    memo_identity_mismatch
     └── RunFailedError                       run_failed (carries ``cause_code``)
@@ -61,6 +64,7 @@ __all__ = [
     "LwirTooLargeError",
     "LwirValidationError",
     "MemoMismatchError",
+    "ModelProviderError",
     "Problem",
     "RunFailedError",
     "SchemaVersionError",
@@ -69,6 +73,8 @@ __all__ = [
     "StorageUnavailableError",
     "TemplateError",
     "TemplateSyntaxError",
+    "ToolArgumentsError",
+    "ToolDefinitionError",
     "UnknownEventTypeError",
 ]
 
@@ -101,6 +107,12 @@ class ConfigError(LittleWorkflowError):
     """The program was configured or called in a way that cannot work."""
 
     code = "config_error"
+
+
+class ToolDefinitionError(ConfigError):
+    """A Python callable cannot be a tool: a parameter's type has no JSON schema, ..."""
+
+    code = "tool_definition_error"
 
 
 class InvalidInputError(LittleWorkflowError):
@@ -337,6 +349,39 @@ class UnknownEventTypeError(StorageError):
     """An event read back from a log has a type this program has no model for."""
 
     code = "unknown_event_type"
+
+
+class ToolArgumentsError(InvalidInputError):
+    """A model asked for a tool call whose arguments do not match the tool's schema.
+
+    The message says which argument and why; the harness hands it back to the model.
+    """
+
+    code = "tool_arguments_invalid"
+
+
+class ModelProviderError(LittleWorkflowError):
+    """A model call failed: the transport, an HTTP status, or an answer that is not valid.
+
+    ``status`` is the HTTP status when there was one; ``retryable`` says whether the same
+    request may succeed later (429, 5xx, a dropped connection). Messages never contain
+    the API key.
+    """
+
+    code = "model_provider_error"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        provider: str,
+        status: int | None = None,
+        retryable: bool = False,
+    ) -> None:
+        super().__init__(message)
+        self.provider = provider
+        self.status = status
+        self.retryable = retryable
 
 
 class LockTimeoutError(LittleWorkflowError):
