@@ -62,14 +62,16 @@ class Message(_Model):
     is_error: bool = False
 
 
+def _empty_object_schema() -> dict[str, JsonValue]:
+    return {"type": "object", "properties": {}}
+
+
 class ToolSpec(_Model):
     """A tool as the model sees it: name, description, JSON schema of its arguments."""
 
     name: str
     description: str = ""
-    parameters: dict[str, JsonValue] = Field(
-        default_factory=lambda: {"type": "object", "properties": {}}
-    )
+    parameters: dict[str, JsonValue] = Field(default_factory=lambda: _empty_object_schema())
 
 
 class ModelRequest(_Model):
