@@ -71,7 +71,7 @@ class ToolSpec(_Model):
 
     name: str
     description: str = ""
-    parameters: dict[str, JsonValue] = Field(default_factory=lambda: _empty_object_schema())
+    parameters: dict[str, JsonValue] = Field(default_factory=_empty_object_schema)
 
 
 class ModelRequest(_Model):
