@@ -325,6 +325,8 @@ class HarnessModelCalled(Event):
     call_id: str
     slot: str
     request: JsonValue = None
+    #: The identity of the graph step that makes the call (see ``durable.MemoTable``).
+    identity: str | None = None
 
 
 @_event
@@ -348,6 +350,8 @@ class HarnessToolCallStarted(Event):
     call_id: str
     tool_name: str
     arguments: JsonValue = None
+    #: The identity of the graph step that makes the call (see ``durable.MemoTable``).
+    identity: str | None = None
 
 
 @_event

@@ -32,6 +32,7 @@ from little_workflow.lwir._load import (
 from little_workflow.lwir._models import (
     DEFAULT_CONCURRENCY,
     STEP_KINDS,
+    AgentStep,
     DecisionStep,
     ExecuteStep,
     MapStep,
@@ -71,6 +72,7 @@ __all__ = [
     "MAX_NESTING_DEPTH",
     "MAX_YAML_NODES",
     "STEP_KINDS",
+    "AgentStep",
     "BranchSegment",
     "DecisionStep",
     "ExecuteStep",

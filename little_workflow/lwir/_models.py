@@ -45,6 +45,7 @@ __all__ = [
     "MAX_STEP_ID_LENGTH",
     "STEP_KINDS",
     "TRUSTED_GRAPH",
+    "AgentStep",
     "DecisionStep",
     "ExecuteStep",
     "MapStep",
@@ -65,6 +66,7 @@ MAX_STEP_ID_LENGTH = 100
 MAX_VISITS = 10_000
 MAX_CONCURRENCY = 1024
 MAX_ATTEMPTS = 100
+MAX_TURNS = 1000
 
 # Step ids appear in step paths, where '.', '[' and ']' are syntax.
 _STEP_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
@@ -283,6 +285,66 @@ class SubWorkflowStep(_ActionStep):
         return self.workflow.endswith(_WORKFLOW_FILE_SUFFIXES) or "/" in self.workflow
 
 
+class AgentStep(_ActionStep):
+    """Runs a harness session: a model with tools, until it answers (Layer C durable).
+
+    ``role`` picks the session kind: ``worker`` (the default: the standard agent over
+    ``tools``), ``orchestrator`` (also gets a ``start_workflow`` tool over ``workflows``,
+    each run as a sub-run), or ``planner`` (answers with an LWIR workflow, validated,
+    and sent back with the errors when invalid). ``prompt`` is the session's input (a
+    template); ``instructions`` its system prompt. The output is the final answer: its
+    text, or (``output: json``) the JSON it holds.
+    """
+
+    kind: Literal["agent"] = "agent"
+    role: Literal["worker", "orchestrator", "planner"] = "worker"
+    #: The model slot, by name (``Runtime(model_slots={...})``).
+    slot: StrictStr
+    instructions: StrictStr | None = None
+    prompt: JsonValue = None
+    #: Tools offered, by name (``Runtime(tools=[...])``).
+    tools: tuple[StrictStr, ...] = ()
+    #: For an orchestrator: the workflows ``start_workflow`` may start (registered names
+    #: or relative files, as a ``workflow`` step names them).
+    workflows: tuple[StrictStr, ...] = ()
+    max_turns: StrictInt = Field(default=8, ge=1, le=MAX_TURNS)
+    output: Literal["text", "json"] = "text"
+
+    @field_validator("slot")
+    @classmethod
+    def _slot(cls, value: str) -> str:
+        return _check_step_id(value, "model slot name")
+
+    @field_validator("tools")
+    @classmethod
+    def _tools(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for name in value:
+            if not _TOOL_RE.fullmatch(name):
+                raise ValueError(f"invalid tool name {name!r}: letters, digits and _ . : -")
+        return value
+
+    @field_validator("workflows")
+    @classmethod
+    def _workflows(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for reference in value:
+            SubWorkflowStep._workflow(reference)
+        return value
+
+    @model_validator(mode="after")
+    def _role_fields(self) -> AgentStep:
+        if self.workflows and self.role != "orchestrator":
+            raise ValueError("only an orchestrator has workflows to start; set role: orchestrator")
+        return self
+
+    def template_values(self) -> list[tuple[str, JsonValue]]:
+        """``prompt``, ``instructions`` and ``with``."""
+        values: list[tuple[str, JsonValue]] = [("prompt", self.prompt)]
+        if self.instructions is not None:
+            values.append(("instructions", self.instructions))
+        values.append(("with", dict(self.with_)))
+        return values
+
+
 class DecisionStep(StepBase):
     """Calls ``fn``, which returns a route name; the run goes on at that route's step.
 
@@ -392,7 +454,7 @@ class OutputStep(StepBase):
 
 #: Any step; pydantic picks the class by ``kind``.
 Step = Annotated[
-    ExecuteStep | ToolStep | DecisionStep | MapStep | SubWorkflowStep | OutputStep,
+    ExecuteStep | ToolStep | AgentStep | DecisionStep | MapStep | SubWorkflowStep | OutputStep,
     Field(discriminator="kind"),
 ]
 

@@ -15,6 +15,13 @@ from little_workflow.codec import JsonValue
 from little_workflow.errors import CorruptDataError
 from little_workflow.events import (
     HarnessExecuteStepSucceeded,
+    HarnessModelCalled,
+    HarnessModelResponded,
+    HarnessSessionCompleted,
+    HarnessSessionStarted,
+    HarnessToolCallFailed,
+    HarnessToolCallStarted,
+    HarnessToolCallSucceeded,
     RecordedEvent,
     RunCancelled,
     RunCompleted,
@@ -29,7 +36,16 @@ from little_workflow.events import (
     SubRunStarted,
 )
 
-__all__ = ["RunState", "StepRecord", "StepStatus", "apply", "fold", "scope_key"]
+__all__ = [
+    "CallRecord",
+    "RunState",
+    "SessionRecord",
+    "StepRecord",
+    "StepStatus",
+    "apply",
+    "fold",
+    "scope_key",
+]
 
 StepStatus = Literal["running", "completed", "failed"]
 
@@ -64,6 +80,38 @@ class StepRecord:
 
 
 @dataclass(slots=True, kw_only=True)
+class CallRecord:
+    """One model or tool call of a harness session (Layer C), as the log tells it."""
+
+    call_id: str
+    kind: Literal["model", "tool"]
+    identity: str | None
+    #: ``{"slot", "request"}`` for a model call; ``{"name", "arguments"}`` for a tool call.
+    detail: dict[str, JsonValue]
+    #: Whether its outcome (response, result or failure) is committed.
+    done: bool = False
+    ok: bool = True
+    value: JsonValue = None
+    error_code: str | None = None
+    message: str | None = None
+
+
+@dataclass(slots=True, kw_only=True)
+class SessionRecord:
+    """A harness session (planner, orchestrator, worker, fixer) of the run."""
+
+    session_id: str
+    role: str
+    step_path: str | None = None
+    manifest: dict[str, JsonValue] = field(default_factory=dict)
+    manifest_hash: str | None = None
+    #: Calls by call id, in the order they started.
+    calls: dict[str, CallRecord] = field(default_factory=dict)
+    completed: bool = False
+    output: JsonValue = None
+
+
+@dataclass(slots=True, kw_only=True)
 class RunState:
     """Everything the log says about a run, folded."""
 
@@ -92,6 +140,9 @@ class RunState:
     visit_counts: dict[tuple[str, str], int] = field(default_factory=dict)
     #: The latest route of each decision by (branch prefix, step id).
     last_routes: dict[tuple[str, str], str] = field(default_factory=dict)
+    #: Harness sessions by session id (Layer C). A ``tool`` step's calls are kept under
+    #: a session named by its step path, with role ``step``.
+    sessions: dict[str, SessionRecord] = field(default_factory=dict)
 
     @property
     def finished(self) -> bool:
@@ -233,9 +284,67 @@ def apply(state: RunState, recorded: RecordedEvent) -> RunState:
                     if record.status == "failed":
                         record.status = "running"
                         record.failures = 0
+        case HarnessSessionStarted():
+            state.sessions[event.session_id] = SessionRecord(
+                session_id=event.session_id,
+                role=event.role,
+                step_path=event.step_path,
+                manifest=dict(event.manifest),
+                manifest_hash=event.manifest_hash,
+            )
+        case HarnessSessionCompleted():
+            session = _session(state, event.session_id)
+            session.completed = True
+            session.output = event.output
+        case HarnessModelCalled():
+            _session(state, event.session_id).calls[event.call_id] = CallRecord(
+                call_id=event.call_id,
+                kind="model",
+                identity=event.identity,
+                detail={"slot": event.slot, "request": event.request},
+            )
+        case HarnessToolCallStarted():
+            _session(state, event.session_id).calls[event.call_id] = CallRecord(
+                call_id=event.call_id,
+                kind="tool",
+                identity=event.identity,
+                detail={"name": event.tool_name, "arguments": event.arguments},
+            )
+        case HarnessModelResponded() | HarnessToolCallSucceeded():
+            call = _call(state, event.session_id, event.call_id, recorded)
+            call.done, call.ok = True, True
+            call.value = (
+                event.response if isinstance(event, HarnessModelResponded) else event.result
+            )
+        case HarnessToolCallFailed():
+            call = _call(state, event.session_id, event.call_id, recorded)
+            call.done, call.ok = True, False
+            call.error_code, call.message = event.error_code, event.message
         case _:
-            pass  # Layer B and C events are folded by their own layers.
+            pass  # Layer B events are folded by the outer-loop layer.
     return state
+
+
+def _session(state: RunState, session_id: str) -> SessionRecord:
+    session = state.sessions.get(session_id)
+    if session is None:
+        session = state.sessions[session_id] = SessionRecord(session_id=session_id, role="step")
+    return session
+
+
+def _call(state: RunState, session_id: str, call_id: str, recorded: RecordedEvent) -> CallRecord:
+    call = _session(state, session_id).calls.get(call_id)
+    if call is None:
+        raise CorruptDataError(
+            f"run {state.run_id!r} seq {recorded.seq}: {recorded.type} for call {call_id!r} "
+            f"of session {session_id!r}, which never started"
+        )
+    if call.done:
+        raise CorruptDataError(
+            f"run {state.run_id!r} seq {recorded.seq}: call {call_id!r} of session "
+            f"{session_id!r} finished twice"
+        )
+    return call
 
 
 def fold(run_id: str, events: Iterable[RecordedEvent]) -> RunState:

@@ -12,6 +12,7 @@ EXPECTED = [
     "MAX_NESTING_DEPTH",
     "MAX_YAML_NODES",
     "STEP_KINDS",
+    "AgentStep",
     "BranchSegment",
     "DecisionStep",
     "ExecuteStep",

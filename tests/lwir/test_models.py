@@ -11,6 +11,7 @@ import pytest
 from little_workflow.lwir import (
     DEFAULT_CONCURRENCY,
     STEP_KINDS,
+    AgentStep,
     DecisionStep,
     ExecuteStep,
     LwirValidationError,
@@ -196,6 +197,7 @@ def test_step_kinds_maps_every_kind() -> None:
     expected = {
         "execute": ExecuteStep,
         "tool": ToolStep,
+        "agent": AgentStep,
         "decision": DecisionStep,
         "map": MapStep,
         "workflow": SubWorkflowStep,

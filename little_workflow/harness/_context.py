@@ -1,0 +1,274 @@
+"""``Context``: what an agent execution knows, and the item log its model calls read.
+
+A context carries the execution id, thread and resource ids, the **item log** (the
+conversation: user messages, the model's answers with their tool calls, tool results),
+**layers** that turn the context into a model request (``instructions``, ``scratchpad``,
+``history``), the working directory, the ask-user queue, the caller's ``state`` (never
+persisted) and the ``parent`` context of a spawned agent.
+
+The item log deduplicates model answers by response id: a turn re-issued after a crash
+that yields the identical response is not recorded twice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from little_workflow.codec import JsonValue
+from little_workflow.harness.models import Message
+from little_workflow.ids import new_id
+
+__all__ = [
+    "AskUserPrompt",
+    "Context",
+    "ContextLayer",
+    "HistoryLayer",
+    "InstructionsLayer",
+    "Item",
+    "ItemLog",
+    "ScratchpadLayer",
+    "default_layers",
+    "run_append_pipeline",
+]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Item:
+    """One entry of the item log: a message, and the response that produced it (if any)."""
+
+    message: Message
+    response_id: str | None = None
+
+    def to_json(self) -> dict[str, JsonValue]:
+        """The item as plain JSON (for snapshots and the UI)."""
+        value: dict[str, JsonValue] = {"message": self.message.model_dump(mode="json", by_alias=True)}
+        if self.response_id is not None:
+            value["responseId"] = self.response_id
+        return value
+
+    @classmethod
+    def from_json(cls, value: dict[str, Any]) -> Item:
+        """Rebuild an item from ``to_json``'s form."""
+        return cls(
+            message=Message.model_validate(value["message"]),
+            response_id=value.get("responseId"),
+        )
+
+
+class ItemLog:
+    """The conversation, in order; model answers deduplicated by response id."""
+
+    def __init__(self, items: Iterable[Item] = ()) -> None:
+        self._items: list[Item] = []
+        self._responses: set[str] = set()
+        for item in items:
+            self.append(item)
+
+    def append(self, item: Item) -> bool:
+        """Add ``item``; ``False`` (and nothing added) if its response id is already here."""
+        if item.response_id is not None:
+            if item.response_id in self._responses:
+                return False
+            self._responses.add(item.response_id)
+        self._items.append(item)
+        return True
+
+    @property
+    def items(self) -> Sequence[Item]:
+        """The items, oldest first."""
+        return tuple(self._items)
+
+    @property
+    def messages(self) -> list[Message]:
+        """The messages of the items, oldest first."""
+        return [item.message for item in self._items]
+
+    def last_assistant(self) -> Message | None:
+        """The latest assistant message, if any."""
+        for item in reversed(self._items):
+            if item.message.role == "assistant":
+                return item.message
+        return None
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def to_json(self) -> dict[str, JsonValue]:
+        """``{"items": [...]}``, the snapshot form."""
+        return {"items": [item.to_json() for item in self._items]}
+
+
+@runtime_checkable
+class ContextLayer(Protocol):
+    """A part of the context that contributes messages to a model request.
+
+    ``id`` is stable (``instructions``, ``scratchpad``, ``history``): snapshots store
+    each layer's ``state()`` under it. ``on_append`` sees every item appended through
+    ``run_append_pipeline`` (a history window may trim, a scratchpad may take notes).
+    """
+
+    id: str
+
+    def render(self, ctx: Context) -> list[Message]:
+        """The messages this layer puts into the next model request."""
+        ...
+
+    def on_append(self, ctx: Context, items: Sequence[Item]) -> None:
+        """Called after ``items`` were appended to the item log."""
+        ...
+
+    def state(self) -> JsonValue:
+        """The layer's own state, as JSON (for snapshots)."""
+        ...
+
+    def load_state(self, state: JsonValue) -> None:
+        """Restore ``state()``'s value."""
+        ...
+
+
+class InstructionsLayer:
+    """The system prompt."""
+
+    id = "instructions"
+
+    def __init__(self, text: str | None = None) -> None:
+        self.text = text
+
+    def render(self, ctx: Context) -> list[Message]:
+        """One system message, when there are instructions."""
+        return [] if not self.text else [Message(role="system", content=self.text)]
+
+    def on_append(self, ctx: Context, items: Sequence[Item]) -> None:
+        """Instructions do not change with the conversation."""
+
+    def state(self) -> JsonValue:
+        """The instructions' text."""
+        return {"text": self.text}
+
+    def load_state(self, state: JsonValue) -> None:
+        """Restore the text."""
+        if isinstance(state, dict):
+            text = state.get("text")
+            self.text = text if isinstance(text, str) else None
+
+
+class ScratchpadLayer:
+    """Working notes the agent (or its code) keeps, shown to the model after the instructions."""
+
+    id = "scratchpad"
+
+    def __init__(self) -> None:
+        self.notes: list[str] = []
+
+    def render(self, ctx: Context) -> list[Message]:
+        """One system message with the notes, when there are any."""
+        if not self.notes:
+            return []
+        return [Message(role="system", content="Notes so far:\n" + "\n".join(self.notes))]
+
+    def on_append(self, ctx: Context, items: Sequence[Item]) -> None:
+        """Notes are written explicitly, not taken from the conversation."""
+
+    def state(self) -> JsonValue:
+        """The notes."""
+        return {"notes": list(self.notes)}
+
+    def load_state(self, state: JsonValue) -> None:
+        """Restore the notes."""
+        if isinstance(state, dict) and isinstance(state.get("notes"), list):
+            self.notes = [str(note) for note in state["notes"]]  # type: ignore[union-attr]
+
+
+class HistoryLayer:
+    """The conversation from the item log; ``window`` keeps only the latest messages.
+
+    A window never starts with a tool result whose call it cut off: providers refuse a
+    tool message without its assistant message.
+    """
+
+    id = "history"
+
+    def __init__(self, window: int | None = None) -> None:
+        self.window = window
+
+    def render(self, ctx: Context) -> list[Message]:
+        """The item log's messages (the last ``window`` of them)."""
+        messages = ctx.items.messages
+        if self.window is not None and len(messages) > self.window:
+            messages = messages[-self.window :]
+            while messages and messages[0].role == "tool":
+                messages = messages[1:]
+        return messages
+
+    def on_append(self, ctx: Context, items: Sequence[Item]) -> None:
+        """The window is applied when rendering; nothing to do here."""
+
+    def state(self) -> JsonValue:
+        """The window size."""
+        return {"window": self.window}
+
+    def load_state(self, state: JsonValue) -> None:
+        """Restore the window size."""
+        if isinstance(state, dict):
+            window = state.get("window")
+            self.window = window if isinstance(window, int) else None
+
+
+def default_layers(instructions: str | None = None) -> list[ContextLayer]:
+    """``instructions``, ``scratchpad``, ``history``: the standard agent's context."""
+    return [InstructionsLayer(instructions), ScratchpadLayer(), HistoryLayer()]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AskUserPrompt:
+    """A question to the person, waiting for an answer."""
+
+    id: str
+    input: JsonValue
+    created_at: float
+
+
+@dataclass(slots=True, kw_only=True)
+class Context:
+    """One agent execution's context (see the module docstring)."""
+
+    id: str = field(default_factory=lambda: new_id("exec"))
+    thread_id: str | None = None
+    resource_id: str | None = None
+    items: ItemLog = field(default_factory=ItemLog)
+    layers: list[ContextLayer] = field(default_factory=default_layers)
+    cwd: str | None = None
+    previous_cwd: str | None = None
+    ask_user: list[AskUserPrompt] = field(default_factory=list)
+    #: The caller's own state; never persisted, never sent to a model.
+    state: Any = None
+    parent: Context | None = None
+
+    def layer(self, layer_id: str) -> ContextLayer | None:
+        """The layer with this id, if the context has one."""
+        for layer in self.layers:
+            if layer.id == layer_id:
+                return layer
+        return None
+
+    def render(self) -> list[Message]:
+        """The messages of the next model request: every layer's, in order."""
+        messages: list[Message] = []
+        for layer in self.layers:
+            messages.extend(layer.render(self))
+        return messages
+
+
+def run_append_pipeline(ctx: Context, items: Iterable[Item]) -> list[Item]:
+    """Append ``items`` to the item log and let every layer see them; return those added.
+
+    Items whose response id is already in the log are skipped (not added, not shown to
+    the layers).
+    """
+    added = [item for item in items if ctx.items.append(item)]
+    if added:
+        for layer in ctx.layers:
+            layer.on_append(ctx, added)
+    return added

@@ -1,0 +1,269 @@
+"""``GraphRun``: one execution of an agent graph in a context, through a recorder.
+
+The leaf steps (``_graph``) call back here: this is where a model call is built from the
+context, made (or replayed) through ``run_unit``, and appended to the item log; where
+the tool calls a model asked for are run one by one, each its own unit, and their
+results (or errors, which go back to the model) appended.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from little_workflow.codec import JsonValue, check_json_value
+from little_workflow.errors import LittleWorkflowError
+from little_workflow.harness._context import Context, Item, default_layers, run_append_pipeline
+from little_workflow.harness._graph import (
+    CallModel,
+    GraphStep,
+    InvokeTool,
+    RunCode,
+    RunToolCalls,
+    Spawn,
+    child_path,
+    indexed_path,
+    step_identity,
+)
+from little_workflow.harness._recorder import Recorder, RecordedFailure, Unit, run_unit
+from little_workflow.harness._slots import resolve_slot
+from little_workflow.harness.models import Message, ModelRequest, ModelResponse
+
+if TYPE_CHECKING:
+    from little_workflow.harness._harness import AgentHarness
+
+__all__ = ["GraphRun", "ToolCallError", "ToolContext", "input_message"]
+
+
+class ToolCallError(LittleWorkflowError):
+    """A tool raised; the error is recorded and goes back to the model as the tool's result."""
+
+    code = "tool_call_failed"
+
+    def __init__(self, message: str, *, error_code: str) -> None:
+        super().__init__(message)
+        self.error_code = error_code
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolContext:
+    """What a tool that declares a ``ctx`` parameter receives."""
+
+    #: The execution id of the agent context (in a workflow run: the session's id).
+    execution_id: str
+    #: The unit's path, e.g. ``agent.turns[2].tools[call_7]``: stable across a resume.
+    path: str
+    #: The id the model gave this call (``None`` for an ``invoke_tool`` step).
+    tool_call_id: str | None
+    context: Context
+
+    @property
+    def idempotency_key(self) -> str:
+        """``<execution id>/<path>``: the same if the call is re-issued after a crash."""
+        return f"{self.execution_id}/{self.path}"
+
+
+def input_message(value: JsonValue) -> Message:
+    """The user message that carries an execution's input."""
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    return Message(role="user", content=text)
+
+
+def _content(value: JsonValue) -> str:
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
+def _error_code(exc: BaseException) -> str:
+    code = getattr(exc, "code", None)
+    return code if isinstance(code, str) else type(exc).__name__
+
+
+class GraphRun:
+    """Executes graph steps for one context (see the module docstring)."""
+
+    def __init__(
+        self, harness: AgentHarness, ctx: Context, recorder: Recorder, input: JsonValue = None
+    ) -> None:
+        self.harness = harness
+        self.ctx = ctx
+        self.recorder = recorder
+        self.input = input
+
+    async def run_step(self, step: GraphStep, path: str) -> JsonValue:
+        """Run ``step`` at ``path``."""
+        return await step.run(self, path)
+
+    # --- model calls ------------------------------------------------------------------
+
+    async def call_model(self, step: CallModel, path: str) -> JsonValue:
+        """Make or replay one model call; append the answer to the item log."""
+        slot = resolve_slot(self.harness.model_slots, step.slot)
+        request = ModelRequest(
+            model=slot.model,
+            messages=tuple(self.ctx.render()),
+            tools=tuple(self.harness.tools.specs(step.tools)),
+            temperature=step.temperature if step.temperature is not None else slot.temperature,
+            max_tokens=step.max_tokens if step.max_tokens is not None else slot.max_tokens,
+        )
+        unit = Unit(
+            path=path,
+            kind="model",
+            step_id=step.id,
+            identity=step_identity(step),
+            detail={"slot": step.slot, "request": request.model_dump(mode="json", by_alias=True)},
+        )
+
+        async def compute(_: Mapping[str, JsonValue]) -> JsonValue:
+            response = await slot.provider.complete(request)
+            value: JsonValue = response.model_dump(mode="json", by_alias=True)
+            return value
+
+        value = await run_unit(self.recorder, unit, compute)
+        response = ModelResponse.model_validate(value)
+        run_append_pipeline(self.ctx, [Item(message=response.message, response_id=response.id)])
+        return value
+
+    # --- tool calls -------------------------------------------------------------------
+
+    async def run_tool_calls(self, step: RunToolCalls, path: str) -> JsonValue:
+        """Run the tool calls of the last model answer, in order; their results."""
+        answer = self.ctx.items.last_assistant()
+        results: list[JsonValue] = []
+        if answer is None:
+            return results
+        identity = step_identity(step)
+        for call in answer.tool_calls:
+            results.append(
+                await self._tool_call(
+                    path=indexed_path(path, call.id),
+                    step_id=step.id,
+                    identity=identity,
+                    name=call.name,
+                    arguments=dict(call.arguments),
+                    tool_call_id=call.id,
+                )
+            )
+        return results
+
+    async def invoke_tool(self, step: InvokeTool, path: str) -> JsonValue:
+        """Call one tool with the step's arguments (or the arguments its function computes)."""
+        arguments: Any = step.arguments
+        if callable(arguments):
+            arguments = arguments(self.ctx)
+            if inspect.isawaitable(arguments):
+                arguments = await arguments
+        check_json_value(arguments, where=f"the arguments of tool step {path!r}")
+        return await self._tool_call(
+            path=path,
+            step_id=step.id,
+            identity=step_identity(step),
+            name=step.name,
+            arguments=dict(arguments),
+            tool_call_id=None,
+        )
+
+    async def _tool_call(
+        self,
+        *,
+        path: str,
+        step_id: str,
+        identity: str,
+        name: str,
+        arguments: dict[str, JsonValue],
+        tool_call_id: str | None,
+    ) -> JsonValue:
+        unit = Unit(
+            path=path,
+            kind="tool",
+            step_id=step_id,
+            identity=identity,
+            detail={"name": name, "arguments": arguments},
+        )
+        tool_context = ToolContext(
+            execution_id=self.ctx.id, path=path, tool_call_id=tool_call_id, context=self.ctx
+        )
+        prepare = self.harness.tools.preparer(name)
+
+        async def compute(detail: Mapping[str, JsonValue]) -> JsonValue:
+            recorded_arguments = detail.get("arguments")
+            try:
+                tool = self.harness.tools.get(name)
+                result: JsonValue = await tool.invoke(
+                    recorded_arguments if isinstance(recorded_arguments, dict) else {},
+                    ctx=tool_context,
+                )
+            except LittleWorkflowError as exc:
+                # Unknown tool, bad arguments, an unserializable result: the model (or the
+                # tool) got it wrong, and the model is told so.
+                raise ToolCallError(exc.message, error_code=exc.code) from exc
+            except Exception as exc:
+                raise ToolCallError(
+                    f"{type(exc).__name__}: {exc}", error_code=_error_code(exc)
+                ) from exc
+            return result
+
+        try:
+            value = await run_unit(self.recorder, unit, compute, prepare=prepare)
+        except (ToolCallError, RecordedFailure) as exc:
+            message = Message(
+                role="tool", tool_call_id=tool_call_id, name=name, content=exc.message, is_error=True
+            )
+            run_append_pipeline(self.ctx, [Item(message=message)])
+            return {"error": {"code": exc.error_code, "message": exc.message}}
+        if tool_call_id is not None:
+            run_append_pipeline(
+                self.ctx,
+                [
+                    Item(
+                        message=Message(
+                            role="tool", tool_call_id=tool_call_id, name=name, content=_content(value)
+                        )
+                    )
+                ],
+            )
+        return value
+
+    # --- code and spawned agents ------------------------------------------------------
+
+    async def run_code(self, step: RunCode, path: str) -> JsonValue:
+        """Run (or replay) ``fn(ctx, input)``."""
+        unit = Unit(path=path, kind="code", step_id=step.id, identity=step_identity(step))
+
+        async def compute(_: Mapping[str, JsonValue]) -> JsonValue:
+            result = step.fn(self.ctx, self.input)
+            if inspect.isawaitable(result):
+                result = await result
+            check_json_value(result, where=f"the output of code step {path!r}")
+            value: JsonValue = result
+            return value
+
+        return await run_unit(self.recorder, unit, compute)
+
+    async def spawn(self, step: Spawn, path: str) -> JsonValue:
+        """Run the child agent in a child context (same recorder, paths under this one)."""
+        child_input: Any = step.input
+        if callable(child_input):
+            child_input = child_input(self.ctx)
+            if inspect.isawaitable(child_input):
+                child_input = await child_input
+        check_json_value(child_input, where=f"the input of spawn step {path!r}")
+        child = Context(
+            thread_id=self.ctx.thread_id,
+            resource_id=self.ctx.resource_id,
+            layers=default_layers(step.instructions),
+            cwd=self.ctx.cwd,
+            parent=self.ctx,
+        )
+        child.id = f"{self.ctx.id}.{step.id}"
+        if child_input is not None:
+            run_append_pipeline(child, [Item(message=input_message(child_input))])
+        unit = Unit(path=path, kind="spawn", step_id=step.id, identity=step_identity(step))
+        child_run = GraphRun(self.harness, child, self.recorder, child_input)
+
+        async def compute(_: Mapping[str, JsonValue]) -> JsonValue:
+            return await child_run.run_step(step.agent, child_path(path, step.agent.id))
+
+        return await run_unit(self.recorder, unit, compute)
