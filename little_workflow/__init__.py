@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from little_workflow.codec import JsonValue, canonical_json, sha256_digest
 from little_workflow.errors import (
+    CapabilityDriftError,
     ConfigError,
     ConflictError,
     CorruptDataError,
@@ -32,6 +33,7 @@ from little_workflow.errors import (
     LwirValidationError,
     MemoMismatchError,
     ModelProviderError,
+    RecordedFailure,
     RunFailedError,
     SchemaVersionError,
     StorageBusyError,
@@ -40,6 +42,7 @@ from little_workflow.errors import (
     TemplateError,
     TemplateSyntaxError,
     ToolArgumentsError,
+    ToolCallError,
     ToolDefinitionError,
     UnknownEventTypeError,
 )
@@ -78,6 +81,7 @@ from little_workflow.storage import (
 __version__ = "0.1.0.dev0"
 
 __all__ = [
+    "CapabilityDriftError",
     "ConfigError",
     "ConflictError",
     "CorruptDataError",
@@ -102,6 +106,7 @@ __all__ = [
     "MemoMismatchError",
     "ModelProviderError",
     "OutputStep",
+    "RecordedFailure",
     "ReplayResult",
     "RetryPolicy",
     "RunFailedError",
@@ -119,6 +124,7 @@ __all__ = [
     "TemplateError",
     "TemplateSyntaxError",
     "ToolArgumentsError",
+    "ToolCallError",
     "ToolDefinitionError",
     "ToolStep",
     "UnknownEventTypeError",

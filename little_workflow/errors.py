@@ -33,6 +33,9 @@ errors (``sqlite3``, ``psycopg``, ``OSError``) are translated at the boundary wi
     │   ├── SchemaVersionError               schema_version
     │   └── UnknownEventTypeError            unknown_event_type
     ├── ModelProviderError                   model_provider_error (status, retryable)
+    ├── CapabilityDriftError                 capability_drift (resume refused: config changed)
+    ├── ToolCallError                        tool_call_failed (a tool raised; told to the model)
+    ├── RecordedFailure                      recorded_failure (a recorded failure, replayed)
     ├── LockTimeoutError                     lock_timeout
     ├── MemoMismatchError                    memo_identity_mismatch
     └── RunFailedError                       run_failed (carries ``cause_code``)
@@ -47,6 +50,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 __all__ = [
+    "CapabilityDriftError",
     "ConfigError",
     "ConflictError",
     "CorruptDataError",
@@ -66,6 +70,7 @@ __all__ = [
     "MemoMismatchError",
     "ModelProviderError",
     "Problem",
+    "RecordedFailure",
     "RunFailedError",
     "SchemaVersionError",
     "StorageBusyError",
@@ -74,6 +79,7 @@ __all__ = [
     "TemplateError",
     "TemplateSyntaxError",
     "ToolArgumentsError",
+    "ToolCallError",
     "ToolDefinitionError",
     "UnknownEventTypeError",
 ]
@@ -382,6 +388,53 @@ class ModelProviderError(LittleWorkflowError):
         self.provider = provider
         self.status = status
         self.retryable = retryable
+
+
+class CapabilityDriftError(LittleWorkflowError):
+    """A run's harness session was started with another configuration than it has now.
+
+    Raised on resume, before any model or tool is called. ``changes`` lists each changed
+    manifest field as ``(path, old, new)``; the message says how to get out: restore the
+    prior state, or start fresh with a new run id.
+    """
+
+    code = "capability_drift"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        run_id: str,
+        scope: str,
+        changes: list[tuple[str, object, object]],
+    ) -> None:
+        super().__init__(message)
+        self.run_id = run_id
+        self.scope = scope
+        self.changes = changes
+
+
+class ToolCallError(LittleWorkflowError):
+    """A tool raised: recorded as ``harness.tool_call.failed`` and sent back to the model.
+
+    ``error_code`` is the tool's error code (its ``code``, else its class name).
+    """
+
+    code = "tool_call_failed"
+
+    def __init__(self, message: str, *, error_code: str) -> None:
+        super().__init__(message)
+        self.error_code = error_code
+
+
+class RecordedFailure(LittleWorkflowError):
+    """A unit whose failure is recorded, replayed as that failure: the call is not made."""
+
+    code = "recorded_failure"
+
+    def __init__(self, message: str, *, error_code: str) -> None:
+        super().__init__(message)
+        self.error_code = error_code
 
 
 class LockTimeoutError(LittleWorkflowError):

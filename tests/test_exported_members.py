@@ -25,6 +25,7 @@ def test_package_all_is_sorted_and_complete() -> None:
 
 def test_public_names_are_pinned() -> None:
     assert set(little_workflow.__all__) == {
+        "CapabilityDriftError",
         "ConfigError",
         "ConflictError",
         "CorruptDataError",
@@ -51,6 +52,7 @@ def test_public_names_are_pinned() -> None:
         "OutputStep",
         "ReplayResult",
         "RetryPolicy",
+        "RecordedFailure",
         "RunFailedError",
         "RunInfo",
         "RunResult",
@@ -66,6 +68,7 @@ def test_public_names_are_pinned() -> None:
         "TemplateError",
         "TemplateSyntaxError",
         "ToolArgumentsError",
+        "ToolCallError",
         "ToolDefinitionError",
         "ToolStep",
         "UnknownEventTypeError",

@@ -43,7 +43,9 @@ class Item:
 
     def to_json(self) -> dict[str, JsonValue]:
         """The item as plain JSON (for snapshots and the UI)."""
-        value: dict[str, JsonValue] = {"message": self.message.model_dump(mode="json", by_alias=True)}
+        value: dict[str, JsonValue] = {
+            "message": self.message.model_dump(mode="json", by_alias=True)
+        }
         if self.response_id is not None:
             value["responseId"] = self.response_id
         return value

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from little_workflow.codec import JsonValue, check_json_value
-from little_workflow.errors import LittleWorkflowError
+from little_workflow.errors import LittleWorkflowError, ToolCallError
 from little_workflow.harness._context import Context, Item, default_layers, run_append_pipeline
 from little_workflow.harness._graph import (
     CallModel,
@@ -28,7 +28,7 @@ from little_workflow.harness._graph import (
     indexed_path,
     step_identity,
 )
-from little_workflow.harness._recorder import Recorder, RecordedFailure, Unit, run_unit
+from little_workflow.harness._recorder import RecordedFailure, Recorder, Unit, run_unit
 from little_workflow.harness._slots import resolve_slot
 from little_workflow.harness.models import Message, ModelRequest, ModelResponse
 
@@ -36,16 +36,6 @@ if TYPE_CHECKING:
     from little_workflow.harness._harness import AgentHarness
 
 __all__ = ["GraphRun", "ToolCallError", "ToolContext", "input_message"]
-
-
-class ToolCallError(LittleWorkflowError):
-    """A tool raised; the error is recorded and goes back to the model as the tool's result."""
-
-    code = "tool_call_failed"
-
-    def __init__(self, message: str, *, error_code: str) -> None:
-        super().__init__(message)
-        self.error_code = error_code
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -175,17 +165,18 @@ class GraphRun:
         arguments: dict[str, JsonValue],
         tool_call_id: str | None,
     ) -> JsonValue:
+        prepare = self.harness.tools.preparer(name)
         unit = Unit(
             path=path,
             kind="tool",
             step_id=step_id,
             identity=identity,
             detail={"name": name, "arguments": arguments},
+            durable_start=prepare is not None,
         )
         tool_context = ToolContext(
             execution_id=self.ctx.id, path=path, tool_call_id=tool_call_id, context=self.ctx
         )
-        prepare = self.harness.tools.preparer(name)
 
         async def compute(detail: Mapping[str, JsonValue]) -> JsonValue:
             recorded_arguments = detail.get("arguments")
@@ -209,7 +200,11 @@ class GraphRun:
             value = await run_unit(self.recorder, unit, compute, prepare=prepare)
         except (ToolCallError, RecordedFailure) as exc:
             message = Message(
-                role="tool", tool_call_id=tool_call_id, name=name, content=exc.message, is_error=True
+                role="tool",
+                tool_call_id=tool_call_id,
+                name=name,
+                content=exc.message,
+                is_error=True,
             )
             run_append_pipeline(self.ctx, [Item(message=message)])
             return {"error": {"code": exc.error_code, "message": exc.message}}
@@ -219,7 +214,10 @@ class GraphRun:
                 [
                     Item(
                         message=Message(
-                            role="tool", tool_call_id=tool_call_id, name=name, content=_content(value)
+                            role="tool",
+                            tool_call_id=tool_call_id,
+                            name=name,
+                            content=_content(value),
                         )
                     )
                 ],

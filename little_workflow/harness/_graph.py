@@ -148,9 +148,7 @@ class InvokeTool:
     def config(self) -> dict[str, JsonValue]:
         """The tool and its arguments (or the function that computes them)."""
         arguments: JsonValue = (
-            _callable_name(self.arguments)
-            if callable(self.arguments)
-            else dict(self.arguments)
+            _callable_name(self.arguments) if callable(self.arguments) else dict(self.arguments)
         )
         return {"name": self.name, "arguments": arguments}
 

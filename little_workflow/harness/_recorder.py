@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 from typing import Literal, Protocol, runtime_checkable
 
 from little_workflow.codec import JsonValue
-from little_workflow.errors import LittleWorkflowError
+from little_workflow.errors import RecordedFailure
 
 __all__ = [
     "NullRecorder",
@@ -47,6 +47,9 @@ class Unit:
     #: What the unit is about to do, as recorded when it starts: ``{"slot", "request"}``
     #: for a model call, ``{"name", "arguments"}`` for a tool call.
     detail: Mapping[str, JsonValue] = field(default_factory=dict)
+    #: Whether its start must be durable before it runs (it names something it will
+    #: create elsewhere, such as a sub-run); otherwise a recorder may write it behind.
+    durable_start: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -57,16 +60,6 @@ class Recorded:
     ok: bool = True
     error_code: str | None = None
     message: str | None = None
-
-
-class RecordedFailure(LittleWorkflowError):
-    """A unit whose failure was recorded, replayed as that failure (the call is not made)."""
-
-    code = "recorded_failure"
-
-    def __init__(self, message: str, *, error_code: str) -> None:
-        super().__init__(message)
-        self.error_code = error_code
 
 
 @runtime_checkable

@@ -72,7 +72,8 @@ MAX_TURNS = 1000
 _STEP_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
 _IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
 _FN_RE = re.compile(rf"{_IDENT}(\.{_IDENT})*:{_IDENT}(\.{_IDENT})*")
-_TOOL_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:-]{0,127}")
+# What model providers accept as a function name (OpenAI and Anthropic alike).
+_TOOL_RE = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _ERROR_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_.:-]{0,199}")
 _WORKFLOW_FILE_SUFFIXES = (".json", ".yaml", ".yml")
 _PATH_PART_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
@@ -247,7 +248,8 @@ class ToolStep(_ActionStep):
     def _tool(cls, value: str) -> str:
         if not _TOOL_RE.fullmatch(value):
             raise ValueError(
-                f"invalid tool name {value!r}: letters, digits and _ . : -, at most 128"
+                f"invalid tool name {value!r}: 1 to 64 letters, digits, '_' or '-' (what "
+                "model providers accept)"
             )
         return value
 
@@ -320,7 +322,7 @@ class AgentStep(_ActionStep):
     def _tools(cls, value: tuple[str, ...]) -> tuple[str, ...]:
         for name in value:
             if not _TOOL_RE.fullmatch(name):
-                raise ValueError(f"invalid tool name {name!r}: letters, digits and _ . : -")
+                raise ValueError(f"invalid tool name {name!r}: 1 to 64 letters, digits, '_' or '-'")
         return value
 
     @field_validator("workflows")

@@ -28,10 +28,12 @@ from typing import TYPE_CHECKING, Any
 from little_workflow.codec import JsonValue, check_json_value, dumps
 from little_workflow.durable import MemoTable
 from little_workflow.errors import (
+    CapabilityDriftError,
     ConfigError,
     CorruptDataError,
     InvalidStepPathError,
     InvalidValueError,
+    MemoMismatchError,
     RunFailedError,
     TemplateError,
 )
@@ -51,6 +53,7 @@ from little_workflow.events import (
 )
 from little_workflow.ids import new_id
 from little_workflow.lwir import (
+    AgentStep,
     DecisionStep,
     ExecuteStep,
     MapStep,
@@ -64,7 +67,8 @@ from little_workflow.lwir import (
     effective_next,
     render,
 )
-from little_workflow.runtime._functions import StepContext, accepts_ctx, invoke
+from little_workflow.runtime._agents import run_agent_step
+from little_workflow.runtime._functions import StepContext, invoke
 from little_workflow.runtime._state import RunState, scope_key
 from little_workflow.runtime._workflows import WorkflowVersion
 from little_workflow.runtime._writer import RunWriter
@@ -306,6 +310,8 @@ class RunExecution:
             output = await self._map(step, site, scope)
         elif isinstance(step, SubWorkflowStep):
             output = await self._sub_run(step, site, scope)
+        elif isinstance(step, AgentStep):
+            output = await run_agent_step(self, step, site, scope)
         else:  # pragma: no cover - validation admits no other kind
             raise ConfigError(f"step kind {step.kind!r} cannot run yet")
         self.memo.record(path_text, identity, {"output": output, "route": route})
@@ -327,7 +333,7 @@ class RunExecution:
 
     async def _attempts(
         self,
-        step: ExecuteStep | DecisionStep | ToolStep,
+        step: ExecuteStep | DecisionStep | ToolStep | AgentStep,
         site: _Site,
         call: Callable[[int], Awaitable[Any]],
         *,
@@ -360,6 +366,10 @@ class RunExecution:
                 # Unicode (a lone surrogate), which would otherwise fail the commit below
                 # with an untyped error and leave the run unrecorded.
                 dumps(result, where=f"the result of step {path!r}")
+            except (CapabilityDriftError, MemoMismatchError):
+                # Not a step failure: the run cannot go on as configured. Nothing is
+                # recorded, so it resumes once the configuration is restored.
+                raise
             except Exception as exc:
                 code, names = _error_names(exc)
                 will_retry = (
@@ -463,23 +473,22 @@ class RunExecution:
 
     async def _tool(self, step: ToolStep, site: _Site, scope: Scope) -> JsonValue:
         path = site.text
-        tool = self.runtime.tools.get(step.tool)
-        if tool is None:
+        if step.tool not in self.runtime.toolset.registry:
             raise _StepFailure(
                 "runtime_config_error",
                 f"step {path!r} calls tool {step.tool!r}, which is not registered",
                 path=path,
                 step_id=step.id,
             )
+        tool = self.runtime.toolset.get(step.tool)
         arguments = self._render(dict(step.with_), scope, step, path, "with")
         assert isinstance(arguments, dict)
-        takes_ctx = accepts_ctx(tool)
 
         def call_id(attempt: int) -> str:
             return f"attempt[{attempt}]"
 
         def call(attempt: int) -> Awaitable[Any]:
-            return invoke(tool, takes_ctx, arguments, self._context(step, site, attempt))
+            return tool.invoke(arguments, ctx=self._context(step, site, attempt))
 
         def started(attempt: int) -> list[Event]:
             return [

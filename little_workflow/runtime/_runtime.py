@@ -23,8 +23,12 @@ from little_workflow.codec import JsonValue, dumps, sha256_digest
 from little_workflow.durable import FileLock
 from little_workflow.errors import ConfigError, RunFailedError, StorageError
 from little_workflow.events import RunResumed, RunStarted, RunStatus
+from little_workflow.harness._harness import Toolset
+from little_workflow.harness._slots import ModelSlot, resolve_slot
+from little_workflow.harness._tools import Tool, tool
 from little_workflow.ids import new_id, validate_id
 from little_workflow.lwir import (
+    AgentStep,
     DecisionStep,
     ExecuteStep,
     MapStep,
@@ -87,8 +91,10 @@ class Runtime:
 
     ``data_dir`` holds the embedded store, locks and run scratch. ``store`` picks
     another backend by URL (``postgresql://...``); locks stay in ``data_dir``.
-    ``workflows`` are registered by name for ``workflow:`` steps; ``functions`` and
-    ``tools`` register callables by reference and name. ``sleep`` replaces
+    ``workflows`` are registered by name for ``workflow:`` steps; ``functions``
+    registers step functions by reference; ``tools`` are the tools ``tool`` steps call
+    and agents are offered (``Tool``s or typed callables, or a name → callable
+    mapping); ``model_slots`` maps slot names to ``ModelSlot``s. ``sleep`` replaces
     ``asyncio.sleep`` for retry backoff (tests make it instant). ``crash_after_events``
     is fault injection for crash tests (see ``_faults``).
     """
@@ -100,7 +106,9 @@ class Runtime:
         store: str | StoreSpec | None = None,
         workflows: Iterable[Workflow] = (),
         functions: Mapping[str, Callable[..., Any]] | None = None,
-        tools: Mapping[str, Callable[..., Any]] | None = None,
+        tools: Iterable[Tool[..., Any] | Callable[..., Any]]
+        | Mapping[str, Callable[..., Any]] = (),
+        model_slots: Mapping[str, ModelSlot] | None = None,
         import_functions: bool = True,
         lock_timeout: float = 60.0,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
@@ -110,7 +118,13 @@ class Runtime:
         self._store_url = store
         self._registered = {workflow.name: workflow for workflow in workflows}
         self.functions = FunctionRegistry(functions, allow_import=import_functions)
-        self.tools: dict[str, Callable[..., Any]] = dict(tools or {})
+        if isinstance(tools, Mapping):
+            tools = [
+                value if isinstance(value, Tool) else tool(value, name=name)
+                for name, value in tools.items()
+            ]
+        self.toolset = Toolset(tools)
+        self.model_slots: dict[str, ModelSlot] = dict(model_slots or {})
         self.lock_timeout = lock_timeout
         self.sleep = sleep
         self.crash = None if crash_after_events is None else CrashAfterEvents(crash_after_events)
@@ -298,14 +312,23 @@ class Runtime:
         for step in _steps(version.workflow.steps):
             if isinstance(step, ExecuteStep | DecisionStep):
                 self.functions.resolve(step.fn)
-            elif isinstance(step, ToolStep) and step.tool not in self.tools:
-                known = ", ".join(sorted(self.tools)) or "none"
-                raise ConfigError(
-                    f"workflow {version.name!r} step {step.id!r} calls tool {step.tool!r}, "
-                    f"which is not registered (registered: {known})"
-                )
+            elif isinstance(step, ToolStep):
+                self._check_tools(version, step.id, (step.tool,))
+            elif isinstance(step, AgentStep):
+                resolve_slot(self.model_slots, step.slot)
+                self._check_tools(version, step.id, step.tools)
         for child in version.children.values():
             self._check_callables(child)
+
+    def _check_tools(self, version: WorkflowVersion, step_id: str, names: Iterable[str]) -> None:
+        for name in names:
+            if name not in self.toolset.registry:
+                known = ", ".join(self.toolset.registry.names()) or "none"
+                raise ConfigError(
+                    f"workflow {version.name!r} step {step_id!r} uses tool {name!r}, "
+                    f"which is not registered (registered: {known})",
+                    code="unknown_tool",
+                )
 
     async def _fold(self, run_id: str) -> RunState:
         records = await self.events.read(run_id)

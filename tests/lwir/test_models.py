@@ -214,7 +214,7 @@ def test_every_kind_in_one_document() -> None:
             "description": "one of each",
             "input": {"type": "object", "properties": {"q": {"type": "string"}}},
             "steps": [
-                {"id": "t", "kind": "tool", "tool": "web.search", "with": {"q": "${input.q}"}},
+                {"id": "t", "kind": "tool", "tool": "web_search", "with": {"q": "${input.q}"}},
                 {"id": "sub", "kind": "workflow", "workflow": "flows/score.yaml"},
                 {"id": "named", "kind": "workflow", "workflow": "candidate.scoring"},
                 {

@@ -157,7 +157,7 @@ def tool_flow(retry: RetryPolicy | None = None) -> Workflow:
         steps=[
             ToolStep(
                 id="search",
-                tool="web.search",
+                tool="web_search",
                 with_={"query": "${input.q}"},
                 retry=retry or RetryPolicy(),
             ),
@@ -173,7 +173,7 @@ async def test_a_tool_step_records_its_call(tmp_path: Path) -> None:
         seen.append((query, ctx.step_path, ctx.attempt))
         return [f"{query} result"]
 
-    async with runtime(tmp_path / "data", tools={"web.search": search}) as rt:
+    async with runtime(tmp_path / "data", tools={"web_search": search}) as rt:
         result = await rt.run(tool_flow(), {"q": "durable"}, run_id="run_tool")
         records = await rt.events.read("run_tool")
         again = await rt.resume("run_tool")
@@ -192,7 +192,7 @@ async def test_a_tool_step_records_its_call(tmp_path: Path) -> None:
     assert ev(records[2]) == HarnessToolCallStarted(
         session_id="search",
         call_id="attempt[1]",
-        tool_name="web.search",
+        tool_name="web_search",
         arguments={"query": "durable"},
     )
     assert ev(records[3]) == HarnessToolCallSucceeded(
@@ -211,7 +211,7 @@ async def test_a_failing_tool_records_the_failure_and_retries_under_its_policy(
             raise failures.pop()
         return "found"
 
-    async with runtime(tmp_path / "data", tools={"web.search": search}) as rt:
+    async with runtime(tmp_path / "data", tools={"web_search": search}) as rt:
         result = await rt.run(tool_flow(RetryPolicy(attempts=2)), {"q": "x"}, run_id="run_t")
         records = await rt.events.read("run_t")
 
@@ -243,7 +243,7 @@ async def test_a_tool_that_keeps_failing_fails_the_run(tmp_path: Path) -> None:
     def search(query: str) -> str:
         raise PermissionError("forbidden")
 
-    async with runtime(tmp_path / "data", tools={"web.search": search}) as rt:
+    async with runtime(tmp_path / "data", tools={"web_search": search}) as rt:
         with pytest.raises(RunFailedError) as caught:
             await rt.run(tool_flow(), {"q": "x"}, run_id="run_tool_fail")
         records = await rt.events.read("run_tool_fail")
@@ -266,7 +266,7 @@ async def test_an_unregistered_tool_is_refused_before_anything_is_written(tmp_pa
     async with runtime(tmp_path / "data", tools={}) as rt:
         with pytest.raises(ConfigError) as caught:
             await rt.run(tool_flow(), {"q": "x"}, run_id="run_no_tool")
-        assert "web.search" in str(caught.value)
+        assert "web_search" in str(caught.value)
         assert await rt.events.list_runs() == []
 
 

@@ -1,0 +1,196 @@
+"""Harness sessions inside a run: Layer C of the seed, and capability manifests.
+
+An ``agent`` step runs a harness session whose id is the step's path. Its model and tool
+calls are recorded in the run's own event log by ``SessionRecorder``:
+
+* ``harness.model.called`` (write-behind) then ``harness.model.responded`` (fsynced):
+  a call whose response is committed is never made again; its response is replayed
+  into the conversation.
+* ``harness.tool_call.started`` then ``harness.tool_call.succeeded`` or ``.failed``
+  (fsynced); a recorded failure replays as the same error, sent back to the model.
+* a call started but without an outcome (the crash boundary) is made again, with the
+  arguments it was recorded with.
+
+The recorded calls are looked up by path through a ``MemoTable`` with the ``error``
+policy: a recorded call made by a different step definition is a typed error, never a
+silently replayed answer to another question.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from little_workflow.codec import JsonValue
+from little_workflow.durable import MemoTable
+from little_workflow.events import (
+    HarnessModelCalled,
+    HarnessModelResponded,
+    HarnessToolCallFailed,
+    HarnessToolCallStarted,
+    HarnessToolCallSucceeded,
+)
+from little_workflow.harness._manifest import build_manifest
+from little_workflow.harness._recorder import Recorded, Unit
+from little_workflow.lwir import AgentStep
+from little_workflow.runtime._state import RunState
+
+if TYPE_CHECKING:
+    from little_workflow.runtime._runtime import Runtime
+    from little_workflow.runtime._writer import RunWriter
+
+__all__ = ["SessionRecorder", "agent_manifest"]
+
+
+def _error_code(exc: BaseException) -> str:
+    code = getattr(exc, "error_code", None) or getattr(exc, "code", None)
+    return code if isinstance(code, str) else type(exc).__name__
+
+
+class SessionRecorder:
+    """Records one session's model and tool calls in the run's log (see the module doc)."""
+
+    def __init__(self, writer: RunWriter, state: RunState, session_id: str) -> None:
+        self.writer = writer
+        self.state = state
+        self.session_id = session_id
+        self.memo = MemoTable(
+            scope=f"session {session_id!r} of run {state.run_id!r}", on_mismatch="error"
+        )
+        session = state.sessions.get(session_id)
+        if session is not None:
+            for call in session.calls.values():
+                if call.done:
+                    value: JsonValue = (
+                        call.value
+                        if call.ok
+                        else {"errorCode": call.error_code, "message": call.message}
+                    )
+                    self.memo.record(call.call_id, call.identity or "", value, ok=call.ok)
+
+    def replay(self, unit: Unit) -> Recorded | None:
+        """The committed outcome of a model or tool call at ``unit.path``."""
+        if unit.kind not in ("model", "tool"):
+            return None  # Layer C records calls; code and composites run again
+        entry = self.memo.lookup(unit.path, unit.identity)
+        if entry is None:
+            return None
+        if entry.ok:
+            return Recorded(value=entry.value)
+        detail = entry.value if isinstance(entry.value, dict) else {}
+        code, message = detail.get("errorCode"), detail.get("message")
+        return Recorded(
+            value=None,
+            ok=False,
+            error_code=code if isinstance(code, str) else "error",
+            message=message if isinstance(message, str) else "recorded failure",
+        )
+
+    def in_flight(self, unit: Unit) -> Mapping[str, JsonValue] | None:
+        """The recorded detail of a call that started but has no outcome."""
+        if unit.kind not in ("model", "tool"):
+            return None
+        session = self.state.sessions.get(self.session_id)
+        call = None if session is None else session.calls.get(unit.path)
+        return None if call is None or call.done else call.detail
+
+    async def started(self, unit: Unit) -> None:
+        """``harness.model.called`` / ``harness.tool_call.started``."""
+        detail = unit.detail
+        if unit.kind == "model":
+            slot = detail.get("slot")
+            await self.writer.append(
+                [
+                    HarnessModelCalled(
+                        session_id=self.session_id,
+                        call_id=unit.path,
+                        slot=slot if isinstance(slot, str) else "",
+                        request=detail.get("request"),
+                        identity=unit.identity,
+                    )
+                ],
+                sync=False,
+            )
+        elif unit.kind == "tool":
+            name = detail.get("name")
+            await self.writer.append(
+                [
+                    HarnessToolCallStarted(
+                        session_id=self.session_id,
+                        call_id=unit.path,
+                        tool_name=name if isinstance(name, str) else "",
+                        arguments=detail.get("arguments"),
+                        identity=unit.identity,
+                    )
+                ],
+                # A start that says what will happen elsewhere (a sub-run's id) must be
+                # durable before it happens; the rest can ride with the outcome.
+                sync=unit.durable_start,
+            )
+
+    async def succeeded(self, unit: Unit, value: JsonValue) -> None:
+        """``harness.model.responded`` / ``harness.tool_call.succeeded``, fsynced."""
+        if unit.kind == "model":
+            await self.writer.append(
+                [
+                    HarnessModelResponded(
+                        session_id=self.session_id, call_id=unit.path, response=value
+                    )
+                ],
+                sync=True,
+            )
+        elif unit.kind == "tool":
+            await self.writer.append(
+                [
+                    HarnessToolCallSucceeded(
+                        session_id=self.session_id, call_id=unit.path, result=value
+                    )
+                ],
+                sync=True,
+            )
+        else:
+            return
+        self.memo.record(unit.path, unit.identity, value)
+
+    async def failed(self, unit: Unit, error: BaseException) -> None:
+        """``harness.tool_call.failed``, fsynced; a failed model call is not recorded."""
+        if unit.kind != "tool":
+            return
+        code = _error_code(error)
+        message = getattr(error, "message", None) or str(error)
+        await self.writer.append(
+            [
+                HarnessToolCallFailed(
+                    session_id=self.session_id,
+                    call_id=unit.path,
+                    error_code=code,
+                    message=str(message),
+                )
+            ],
+            sync=True,
+        )
+        self.memo.record(
+            unit.path, unit.identity, {"errorCode": code, "message": message}, ok=False
+        )
+
+
+def agent_manifest(
+    runtime: Runtime, step: AgentStep, workflows: Mapping[str, str]
+) -> dict[str, JsonValue]:
+    """The capability manifest of ``step``'s session with the runtime's configuration now.
+
+    ``workflows`` maps the names an orchestrator may start to their definition hashes.
+    A slot that is not configured has the id ``None`` (a drift, not a crash).
+    """
+    slot = runtime.model_slots.get(step.slot)
+    registry = runtime.toolset.registry
+    tools = {
+        name: (registry.get(name).schema_hash if name in registry else "(missing)")
+        for name in step.tools
+    }
+    return build_manifest(
+        role=step.role,
+        model_slot_id=slot.slot_id if slot is not None else "(missing)",
+        tools=tools,
+        available_workflows=list(workflows.items()),
+    )
