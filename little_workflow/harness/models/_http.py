@@ -1,0 +1,264 @@
+"""HTTP plumbing shared by the OpenAI-compatible and Anthropic providers.
+
+One JSON ``POST`` with retries: exponential backoff on 408/409/429/5xx and on a failed
+or dropped connection, honouring ``Retry-After`` (and OpenAI's ``retry-after-ms``) and
+the ``x-should-retry`` header both vendors send. The sleep is injectable, so tests
+check the backoff without waiting.
+
+The API key is read once, when the provider is built, from the environment variable it
+names (keys never come from workflow files). It lives in one private attribute and the
+request headers; it is never formatted into a message, a ``repr`` or a log line, and any
+copy of it in an error body (some servers echo the key they refused) is redacted.
+
+No jitter is added to the backoff: one process rarely makes enough concurrent calls to
+herd, a rate-limiting server says when to come back through ``Retry-After``, and a
+deterministic schedule is what the tests pin.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import json
+import logging
+import math
+import os
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING
+
+from little_workflow.errors import ConfigError, ModelProviderError
+
+if TYPE_CHECKING:
+    import httpx
+
+__all__ = ["JsonPoster", "Sleep", "read_api_key", "redact"]
+
+Sleep = Callable[[float], Awaitable[None]]
+
+logger = logging.getLogger("little_workflow.harness.models")
+
+# 408 and 409 are what OpenAI's own client retries besides 429 (a request or lock timeout
+# on their side); every 5xx is retried, 529 (Anthropic "overloaded") included.
+_RETRYABLE_STATUSES = frozenset({408, 409, 429})
+_MAX_REASON = 300
+_REDACTED = "[redacted]"
+
+
+def read_api_key(env_name: str | None, environ: Mapping[str, str] | None = None) -> str | None:
+    """The key in the environment variable ``env_name``; ``None`` if unset, empty or unnamed."""
+    if not env_name:
+        return None
+    value = (os.environ if environ is None else environ).get(env_name, "").strip()
+    return value or None
+
+
+def redact(text: str, secret: str | None) -> str:
+    """``text`` with every copy of ``secret`` replaced by ``[redacted]``."""
+    if secret and secret in text:
+        return text.replace(secret, _REDACTED)
+    return text
+
+
+def _shorten(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= _MAX_REASON else text[: _MAX_REASON - 3] + "..."
+
+
+def _reason(response: httpx.Response) -> str:
+    """A short reason from an error body: ``error.message`` in both vendors' shapes."""
+    try:
+        data = response.json()
+    except (ValueError, UnicodeDecodeError):
+        data = None
+    if isinstance(data, dict):
+        error = data.get("error")
+        if isinstance(error, dict) and isinstance(error.get("message"), str):
+            return _shorten(error["message"])
+        if isinstance(error, str):  # Ollama and some proxies: {"error": "text"}
+            return _shorten(error)
+        if isinstance(data.get("message"), str):
+            return _shorten(data["message"])
+    text = response.text.strip()
+    return _shorten(text) if text else response.reason_phrase or "no reason given"
+
+
+def _retry_after(headers: httpx.Headers, max_wait: float) -> float | None:
+    """The wait the server asked for, in seconds, capped at ``max_wait``; ``None`` if none."""
+    wait: float | None = None
+    milliseconds = headers.get("retry-after-ms")
+    if milliseconds is not None:
+        try:
+            wait = float(milliseconds) / 1000
+        except ValueError:
+            wait = None
+    value = headers.get("retry-after")
+    if wait is None and value is not None:
+        try:
+            wait = float(value)
+        except ValueError:
+            try:
+                when = email.utils.parsedate_to_datetime(value)
+            except (TypeError, ValueError):
+                return None
+            wait = when.timestamp() - time.time()
+    if wait is None or not math.isfinite(wait):
+        return None
+    return min(max(wait, 0.0), max_wait)
+
+
+def _hint(status: int, key_env: str | None, has_key: bool) -> str:
+    if status in (401, 403):
+        if key_env and has_key:
+            return f"; check the API key in the environment variable {key_env}"
+        if key_env:
+            return f"; the server wants an API key: set the environment variable {key_env}"
+        return "; the server wants an API key: name its environment variable in api_key_env"
+    if status >= 500:
+        return "; the provider failed: try again later"
+    return _HINTS.get(status, "")
+
+
+_HINTS = {
+    404: "; check the base URL and the model name",
+    429: "; the provider is rate limiting: slow down, or raise the limit",
+}
+
+
+class JsonPoster:
+    """POSTs JSON to one URL with retries; owns its ``httpx.AsyncClient`` unless given one."""
+
+    def __init__(
+        self,
+        *,
+        provider: str,
+        url: str,
+        headers: Mapping[str, str],
+        secret: str | None,
+        key_env: str | None,
+        timeout: float,
+        max_retries: int,
+        backoff: float,
+        max_backoff: float,
+        sleep: Sleep,
+        client: httpx.AsyncClient | None,
+    ) -> None:
+        if max_retries < 0:
+            raise ConfigError(f"max_retries must be zero or more, not {max_retries!r}")
+        if not (timeout > 0 and backoff >= 0 and max_backoff >= 0):
+            raise ConfigError("timeout must be positive, backoff and max_backoff not negative")
+        self.provider = provider
+        self.url = url
+        self._headers = dict(headers)
+        self._secret = secret
+        self._key_env = key_env
+        self._timeout = timeout
+        self.max_retries = max_retries
+        self._backoff = backoff
+        self._max_backoff = max_backoff
+        self._sleep = sleep
+        self._client = client
+        # A client made here is made lazily, so a provider that is never called holds
+        # no connection pool and needs no closing.
+        self._owns_client = client is None
+
+    def __repr__(self) -> str:
+        return f"JsonPoster(provider={self.provider!r}, url={self.url!r})"
+
+    def _error(self, text: str, *, status: int | None, retryable: bool) -> ModelProviderError:
+        message = f"{self.provider} model call to {self.url} failed: {text}"
+        return ModelProviderError(
+            redact(message, self._secret),
+            provider=self.provider,
+            status=status,
+            retryable=retryable,
+        )
+
+    def _http_error(self, response: httpx.Response) -> ModelProviderError:
+        status = response.status_code
+        retryable = status in _RETRYABLE_STATUSES or status >= 500
+        # Both vendors send x-should-retry to override the status-based rule.
+        override = response.headers.get("x-should-retry", "").lower()
+        if override in ("true", "false"):
+            retryable = override == "true"
+        hint = _hint(status, self._key_env, self._secret is not None)
+        return self._error(
+            f"HTTP {status}: {_reason(response)}{hint}", status=status, retryable=retryable
+        )
+
+    def _backoff_for(self, retry: int) -> float:
+        return float(min(self._max_backoff, self._backoff * 2**retry))
+
+    async def post(self, body: Mapping[str, object]) -> dict[str, object]:
+        """The JSON object the server answered; ``ModelProviderError`` once retries are spent."""
+        # Imported here: httpx (and the CLI libraries it pulls in) would add tens of
+        # milliseconds to every ``import little_workflow``, most of which never call a model.
+        import httpx
+
+        if self._client is None:
+            self._client = httpx.AsyncClient(timeout=httpx.Timeout(self._timeout))
+        content = json.dumps(body, ensure_ascii=False, allow_nan=False).encode("utf-8")
+        attempts = self.max_retries + 1
+        for attempt in range(attempts):
+            wait: float | None = None
+            try:
+                response = await self._client.post(self.url, content=content, headers=self._headers)
+            except (httpx.UnsupportedProtocol, httpx.InvalidURL) as exc:
+                raise self._error(
+                    f"the URL is not usable: {exc}", status=None, retryable=False
+                ) from exc
+            except httpx.TransportError as exc:
+                # A timeout or a dropped connection: the server may never have seen the
+                # request, or may have answered into the void; either way, asking again
+                # is what the caller would do.
+                failure = self._error(
+                    f"{type(exc).__name__}: {str(exc) or 'connection failed'}",
+                    status=None,
+                    retryable=True,
+                )
+                cause: BaseException | None = exc
+            else:
+                if response.is_success:
+                    return self._parse(response)
+                failure = self._http_error(response)
+                cause = None
+                wait = _retry_after(response.headers, self._max_backoff)
+            if not failure.retryable or attempt == attempts - 1:
+                if attempt:
+                    failure = ModelProviderError(
+                        f"{failure.message} (gave up after {attempt + 1} attempts)",
+                        provider=failure.provider,
+                        status=failure.status,
+                        retryable=failure.retryable,
+                    )
+                raise failure from cause
+            if wait is None:
+                wait = self._backoff_for(attempt)
+            logger.warning(
+                "%s; retrying in %.2fs (attempt %d of %d)",
+                failure.message,
+                wait,
+                attempt + 2,
+                attempts,
+            )
+            await self._sleep(wait)
+        raise AssertionError("unreachable: the last attempt returns or raises")
+
+    def _parse(self, response: httpx.Response) -> dict[str, object]:
+        try:
+            data = response.json()
+        except (ValueError, UnicodeDecodeError):
+            data = None
+        if not isinstance(data, dict):
+            raise self._error(
+                f"HTTP {response.status_code} with a body that is not a JSON object: "
+                f"{_shorten(response.text) or 'empty'}",
+                status=response.status_code,
+                retryable=False,
+            )
+        return data
+
+    async def aclose(self) -> None:
+        """Close the HTTP client if this poster made it; idempotent."""
+        if self._owns_client and self._client is not None:
+            client, self._client = self._client, None
+            await client.aclose()

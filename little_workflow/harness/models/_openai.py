@@ -1,0 +1,262 @@
+"""An OpenAI-compatible Chat Completions client: OpenAI, vLLM, Ollama, llama.cpp's server.
+
+``POST {base_url}/chat/completions``. Tool calls travel as ``{"type": "function",
+"function": {"name", "arguments"}}`` where ``arguments`` is a JSON *string*: the model
+writes it, and small local models sometimes write it wrong. Such arguments are not an
+error of the call (retrying would cost another call for likely the same text): the
+``ToolCall`` keeps the raw text as ``{RAW_ARGUMENTS_KEY: text}``, which fails the tool's
+argument validation, so the harness hands the problem back to the model; sent back to
+the server, that tool call carries the raw text verbatim, as the model wrote it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Literal
+
+from pydantic import JsonValue, ValidationError
+
+from little_workflow.codec import sha256_digest
+from little_workflow.errors import ModelProviderError
+from little_workflow.harness.models._http import JsonPoster, Sleep, read_api_key
+from little_workflow.harness.models._messages import (
+    Message,
+    ModelRequest,
+    ModelResponse,
+    ToolCall,
+    Usage,
+)
+
+if TYPE_CHECKING:
+    import httpx
+
+__all__ = ["RAW_ARGUMENTS_KEY", "OpenAICompatibleProvider", "dump_arguments", "parse_arguments"]
+
+#: The key under which a tool call keeps arguments that are not a JSON object.
+RAW_ARGUMENTS_KEY = "__raw_arguments__"
+
+_FINISH_REASONS = {"function_call": "tool_calls"}
+
+
+def _reject_constant(name: str) -> object:
+    raise ValueError(f"{name} is not JSON")
+
+
+def parse_arguments(text: object) -> dict[str, JsonValue]:
+    """Tool-call arguments from their wire form (a JSON string holding an object).
+
+    An empty string or ``None`` means no arguments; an object (some servers send one) is
+    taken as it is; anything that does not parse to a JSON object is kept raw under
+    ``RAW_ARGUMENTS_KEY``.
+    """
+    if isinstance(text, dict):
+        return text
+    if text is None or (isinstance(text, str) and not text.strip()):
+        return {}
+    raw = text if isinstance(text, str) else json.dumps(text)
+    try:
+        value = json.loads(raw, parse_constant=_reject_constant)
+    except (ValueError, RecursionError):
+        return {RAW_ARGUMENTS_KEY: raw}
+    return value if isinstance(value, dict) else {RAW_ARGUMENTS_KEY: raw}
+
+
+def dump_arguments(arguments: Mapping[str, JsonValue]) -> str:
+    """The wire form of tool-call arguments: compact JSON, or the raw text kept by parsing."""
+    raw = arguments.get(RAW_ARGUMENTS_KEY)
+    if len(arguments) == 1 and isinstance(raw, str):
+        return raw
+    return json.dumps(arguments, ensure_ascii=False, separators=(",", ":"))
+
+
+def _wire_message(message: Message) -> dict[str, object]:
+    if message.role == "tool":
+        # The wire has no error flag for a tool result: the harness puts the error text
+        # in ``content``, which is what the model reads either way.
+        return {
+            "role": "tool",
+            "tool_call_id": message.tool_call_id or "",
+            "content": message.content or "",
+        }
+    if message.role == "assistant" and message.tool_calls:
+        return {
+            "role": "assistant",
+            "content": message.content,
+            "tool_calls": [
+                {
+                    "id": call.id,
+                    "type": "function",
+                    "function": {"name": call.name, "arguments": dump_arguments(call.arguments)},
+                }
+                for call in message.tool_calls
+            ],
+        }
+    return {"role": message.role, "content": message.content or ""}
+
+
+def _wire_request(request: ModelRequest, max_tokens_param: str) -> dict[str, object]:
+    body: dict[str, object] = {
+        "model": request.model,
+        "messages": [_wire_message(message) for message in request.messages],
+    }
+    if request.tools:
+        tools: list[dict[str, object]] = []
+        for tool in request.tools:
+            function: dict[str, object] = {"name": tool.name}
+            if tool.description:
+                function["description"] = tool.description
+            function["parameters"] = tool.parameters
+            tools.append({"type": "function", "function": function})
+        body["tools"] = tools
+    if request.temperature is not None:
+        body["temperature"] = request.temperature
+    if request.max_tokens is not None:
+        body[max_tokens_param] = request.max_tokens
+    return body
+
+
+def _text(content: object) -> str | None:
+    if content is None or isinstance(content, str):
+        return content
+    if isinstance(content, list):  # content parts: keep the text ones
+        parts = [p.get("text") for p in content if isinstance(p, dict)]
+        return "".join(p for p in parts if isinstance(p, str)) or None
+    raise TypeError(f"content is a {type(content).__name__}")
+
+
+def _tool_calls(raw: object, response_id: str) -> tuple[ToolCall, ...]:
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        raise TypeError("tool_calls is not a list")
+    calls: list[ToolCall] = []
+    for position, item in enumerate(raw):
+        if not isinstance(item, dict) or not isinstance(item.get("function"), dict):
+            raise TypeError(f"tool_calls[{position}] has no function")
+        function = item["function"]
+        # Some local servers leave the id out; the harness needs one to pair the result.
+        call_id = item.get("id") or f"call_{response_id}_{position}"
+        calls.append(
+            ToolCall(
+                id=str(call_id),
+                name=str(function.get("name") or ""),
+                arguments=parse_arguments(function.get("arguments")),
+            )
+        )
+    return tuple(calls)
+
+
+def _response(data: dict[str, object], request: ModelRequest) -> ModelResponse:
+    choices = data.get("choices")
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        raise TypeError("the answer has no choices")
+    choice = choices[0]
+    wire = choice.get("message")
+    if not isinstance(wire, dict):
+        raise TypeError("choices[0] has no message")
+    response_id = data.get("id")
+    if not isinstance(response_id, str) or not response_id:
+        # llama.cpp and some proxies have answered without an id; a digest of the answer
+        # keeps the item log's deduplication working.
+        response_id = "chatcmpl-" + sha256_digest(data, trusted=True)[7:31]
+    calls = _tool_calls(wire.get("tool_calls"), response_id)
+    finish = choice.get("finish_reason")
+    finish_reason = _FINISH_REASONS.get(str(finish), str(finish)) if finish else "stop"
+    if calls and finish_reason == "stop":
+        finish_reason = "tool_calls"  # Ollama has said "stop" while asking for tools
+    usage = data.get("usage")
+    usage = usage if isinstance(usage, dict) else {}
+    model = data.get("model")
+    return ModelResponse(
+        id=response_id,
+        model=model if isinstance(model, str) and model else request.model,
+        message=Message(role="assistant", content=_text(wire.get("content")), tool_calls=calls),
+        finish_reason=finish_reason,
+        usage=Usage(
+            input_tokens=int(usage.get("prompt_tokens") or 0),
+            output_tokens=int(usage.get("completion_tokens") or 0),
+        ),
+    )
+
+
+class OpenAICompatibleProvider:
+    """A ``ModelProvider`` over the Chat Completions API (``kind`` ``openai``).
+
+    ``base_url`` ends before ``/chat/completions``: ``https://api.openai.com/v1``,
+    ``http://localhost:8000/v1`` (vLLM), ``http://localhost:11434/v1`` (Ollama),
+    ``http://localhost:8080/v1`` (llama.cpp). The key is read once, now, from the
+    environment variable ``api_key_env`` (``environ`` replaces ``os.environ``, for tests);
+    when it is unset no ``Authorization`` header is sent, as local servers expect.
+
+    A failed call is retried ``max_retries`` times (429, 5xx, a dropped connection),
+    waiting ``backoff * 2**n`` seconds capped at ``max_backoff``, or what ``Retry-After``
+    says; ``sleep`` is injectable. ``max_tokens_param`` names the field the limit goes
+    in: newer OpenAI models want ``max_completion_tokens``. ``client`` is used as it is
+    and left open by ``aclose``.
+    """
+
+    kind: str = "openai"
+
+    def __init__(
+        self,
+        base_url: str = "https://api.openai.com/v1",
+        *,
+        api_key_env: str | None = "OPENAI_API_KEY",
+        timeout: float = 120.0,
+        max_retries: int = 2,
+        backoff: float = 0.5,
+        max_backoff: float = 60.0,
+        headers: Mapping[str, str] | None = None,
+        client: httpx.AsyncClient | None = None,
+        sleep: Sleep = asyncio.sleep,
+        environ: Mapping[str, str] | None = None,
+        max_tokens_param: Literal["max_tokens", "max_completion_tokens"] = "max_tokens",
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.api_key_env = api_key_env
+        self._max_tokens_param = max_tokens_param
+        key = read_api_key(api_key_env, environ)
+        all_headers = {"content-type": "application/json", "accept": "application/json"}
+        all_headers.update(headers or {})
+        if key is not None:
+            all_headers["authorization"] = f"Bearer {key}"
+        self._poster = JsonPoster(
+            provider=self.kind,
+            url=f"{self.base_url}/chat/completions",
+            headers=all_headers,
+            secret=key,
+            key_env=api_key_env,
+            timeout=timeout,
+            max_retries=max_retries,
+            backoff=backoff,
+            max_backoff=max_backoff,
+            sleep=sleep,
+            client=client,
+        )
+        self.has_api_key = key is not None
+
+    def __repr__(self) -> str:
+        key = "set" if self.has_api_key else "unset"
+        return (
+            f"OpenAICompatibleProvider(base_url={self.base_url!r}, "
+            f"api_key_env={self.api_key_env!r} ({key}))"
+        )
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        """One Chat Completions call, retried as configured."""
+        data = await self._poster.post(_wire_request(request, self._max_tokens_param))
+        try:
+            return _response(data, request)
+        except (TypeError, ValueError, ValidationError) as exc:
+            raise ModelProviderError(
+                f"openai model call to {self._poster.url} answered something that is not a "
+                f"chat completion: {exc}",
+                provider=self.kind,
+                status=200,
+            ) from exc
+
+    async def aclose(self) -> None:
+        """Close the connections this provider opened; idempotent."""
+        await self._poster.aclose()

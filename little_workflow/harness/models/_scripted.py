@@ -1,0 +1,309 @@
+"""The deterministic ``scripted`` provider, and the script it shares with the fake servers.
+
+A ``Script`` answers provider-neutral requests from a list of replies or from a function
+of the request. ``ScriptedProvider`` answers from one in-process; ``FakeModelServer``
+(``little_workflow.testing.fake_models``) answers from one over the OpenAI and Anthropic
+wire formats, so one script drives any of the three providers.
+
+A reply may be written loosely (see ``ScriptReply``); ``to_model_response`` turns it into
+a ``ModelResponse``. Response ids are a hash of the request and the answer, not of a call
+counter: a call re-issued after a crash, by a process whose counter restarted, gets the
+same id for the same answer, so the item log recognizes it as the turn it already has.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import threading
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Literal, TypeAlias, overload
+
+from pydantic import ValidationError
+
+from little_workflow.codec import sha256_digest
+from little_workflow.errors import ConfigError, ModelProviderError
+from little_workflow.harness.models._messages import (
+    Message,
+    ModelRequest,
+    ModelResponse,
+    Usage,
+)
+
+__all__ = [
+    "Script",
+    "ScriptFunction",
+    "ScriptReply",
+    "ScriptedProvider",
+    "scripted",
+    "to_model_response",
+]
+
+#: One scripted answer:
+#:
+#: * a ``ModelResponse``, used as it is;
+#: * a ``Message`` (role ``assistant``), or a ``str`` meaning an assistant text answer;
+#: * a ``dict`` shaped like a Message (``{"content": ..., "tool_calls": [...]}``; the role
+#:   defaults to ``assistant``, a tool call without ``id`` gets a deterministic one), or
+#:   like a ModelResponse (``{"message": {...}, "finish_reason": ..., "usage": {...}}``,
+#:   ``id`` and ``model`` optional), or an error ``{"error": {"status": 429, "message":
+#:   "..."}}`` which raises ``ModelProviderError`` (and which a fake server answers with
+#:   that HTTP status);
+#: * an exception instance, raised as it is.
+#:
+#: The dict forms are plain JSON, so a script can live in a file.
+ScriptReply: TypeAlias = ModelResponse | Message | str | Mapping[str, object] | BaseException
+
+#: A function of the request that returns a reply; it may be ``async``.
+ScriptFunction: TypeAlias = Callable[[ModelRequest], ScriptReply | Awaitable[ScriptReply]]
+
+Sleep: TypeAlias = Callable[[float], Awaitable[None]]
+
+_PROVIDER = "scripted"
+
+
+def _invalid(index: int | None, problem: str) -> ModelProviderError:
+    which = f"scripted reply #{index}" if index is not None else "the scripted reply"
+    return ModelProviderError(
+        f"{which} {problem}; fix the script (see ScriptReply for the accepted forms)",
+        provider=_PROVIDER,
+    )
+
+
+def _error_item(error: object, index: int | None) -> ModelProviderError:
+    if not isinstance(error, Mapping):
+        raise _invalid(index, 'has an "error" that is not an object with status and message')
+    status = error.get("status")
+    if status is not None and (not isinstance(status, int) or not 400 <= status <= 599):
+        raise _invalid(index, f'has an "error" status {status!r} that is not an HTTP error')
+    message = str(error.get("message") or "scripted error")
+    return ModelProviderError(
+        message,
+        provider=_PROVIDER,
+        status=status,
+        retryable=status is not None and (status == 429 or status >= 500),
+    )
+
+
+def _fill_tool_call_ids(data: dict[str, object], request: ModelRequest) -> dict[str, object]:
+    key = "tool_calls" if "tool_calls" in data else "toolCalls"
+    calls = data.get(key)
+    if not isinstance(calls, list | tuple) or all(
+        not isinstance(call, Mapping) or "id" in call for call in calls
+    ):
+        return data
+    # Ids must be unique within a conversation; the request differs every turn, so a
+    # digest of it makes the filled-in ids differ across turns and stay reproducible.
+    seed = sha256_digest(request.model_dump(mode="json"), trusted=True)[7:19]
+    filled: list[object] = []
+    for position, call in enumerate(calls):
+        if isinstance(call, Mapping) and "id" not in call:
+            filled.append({"id": f"call_{seed}_{position}", **call})
+        else:
+            filled.append(call)
+    return {**data, key: filled}
+
+
+def _message(data: object, request: ModelRequest, index: int | None) -> Message:
+    if isinstance(data, Message):
+        message = data
+    elif isinstance(data, str):
+        message = Message(role="assistant", content=data)
+    elif isinstance(data, Mapping):
+        fields = _fill_tool_call_ids({"role": "assistant", **data}, request)
+        try:
+            message = Message.model_validate(fields)
+        except ValidationError as exc:
+            raise _invalid(index, f"is not a valid assistant message: {exc}") from exc
+    else:
+        raise _invalid(index, f"is a {type(data).__name__}, which is not a reply")
+    if message.role != "assistant":
+        raise _invalid(index, f"has role {message.role!r}; a model answers as 'assistant'")
+    return message
+
+
+def to_model_response(
+    reply: ScriptReply, request: ModelRequest, *, index: int | None = None
+) -> ModelResponse:
+    """The ``ModelResponse`` a scripted ``reply`` stands for, in answer to ``request``.
+
+    Raises the reply if it is an exception, ``ModelProviderError`` if it is an error item
+    or not a valid reply. ``index`` (the reply's place in its script) only improves the
+    error messages. Missing fields are filled deterministically: ``model`` from the
+    request, ``finish_reason`` from whether the message asks for tools, ``id`` from a
+    hash of the request and the answer.
+    """
+    if isinstance(reply, BaseException):
+        raise reply
+    if isinstance(reply, ModelResponse):
+        return reply
+    extra: Mapping[str, object] = {}
+    if isinstance(reply, Mapping):
+        if "error" in reply:
+            raise _error_item(reply["error"], index)
+        if "message" in reply:
+            extra = reply
+            message = _message(reply["message"], request, index)
+        else:
+            message = _message(reply, request, index)
+    else:
+        message = _message(reply, request, index)
+    finish_reason = extra.get("finish_reason", extra.get("finishReason"))
+    if finish_reason is None:
+        finish_reason = "tool_calls" if message.tool_calls else "stop"
+    response_id = extra.get("id")
+    if response_id is None:
+        digest = sha256_digest(
+            {
+                "request": request.model_dump(mode="json"),
+                "message": message.model_dump(mode="json"),
+                "finishReason": finish_reason,
+            },
+            trusted=True,
+        )
+        response_id = f"scripted-{digest[7:27]}"
+    try:
+        return ModelResponse.model_validate(
+            {
+                "id": response_id,
+                "model": extra.get("model", request.model),
+                "message": message,
+                "finish_reason": finish_reason,
+                "usage": extra.get("usage", Usage()),
+            }
+        )
+    except ValidationError as exc:
+        raise _invalid(index, f"is not a valid response: {exc}") from exc
+
+
+class Script:
+    """Replies to requests in order (a list) or by computing them (a function).
+
+    ``index_by="call"`` gives the n-th call the n-th reply. ``index_by="turn"`` picks
+    the reply by the number of assistant messages already in the request, so the answer
+    is a function of the conversation alone: a process that restarts mid-conversation
+    and re-issues a call gets the same reply. ``calls`` counts the requests answered or
+    refused. Safe to share between threads (the fake server answers from several).
+    """
+
+    def __init__(
+        self,
+        replies: Sequence[ScriptReply] | ScriptFunction,
+        *,
+        index_by: Literal["call", "turn"] = "call",
+    ) -> None:
+        if isinstance(replies, str | bytes | Mapping | Message | ModelResponse):
+            raise ConfigError(
+                "a script is a list of replies or a function of the request, "
+                f"not a single {type(replies).__name__}: wrap it in a list"
+            )
+        self._function: ScriptFunction | None = None
+        self._replies: tuple[ScriptReply, ...] = ()
+        if callable(replies):
+            self._function = replies
+        else:
+            self._replies = tuple(replies)
+        self.index_by = index_by
+        self.calls = 0
+        self._lock = threading.Lock()
+
+    async def respond(self, request: ModelRequest) -> ModelResponse:
+        """The response to ``request``; ``ModelProviderError`` when the script has none."""
+        with self._lock:
+            call = self.calls
+            self.calls += 1
+        if self._function is not None:
+            reply = self._function(request)
+            if inspect.isawaitable(reply):
+                reply = await reply
+            return to_model_response(reply, request)
+        if self.index_by == "turn":
+            index = sum(1 for message in request.messages if message.role == "assistant")
+            which = f"turn {index + 1} (the request holds {index} assistant messages)"
+        else:
+            index = call
+            which = f"call {index + 1}"
+        if index >= len(self._replies):
+            raise ModelProviderError(
+                f"scripted model has no reply for {which}: its script holds "
+                f"{len(self._replies)} replies; add replies, or script a function of the request",
+                provider=_PROVIDER,
+            )
+        return to_model_response(self._replies[index], request, index=index)
+
+
+class ScriptedProvider:
+    """A ``ModelProvider`` that answers from a ``Script``: for tests and the demo.
+
+    ``delay`` seconds are awaited (through ``sleep``, injectable so tests do not wait)
+    before each answer. ``calls`` counts ``complete`` calls and ``requests`` keeps them.
+    It has no transport, so it never retries: an error item is raised at once.
+    """
+
+    kind: str = "scripted"
+
+    def __init__(
+        self,
+        script: Script | Sequence[ScriptReply] | ScriptFunction,
+        *,
+        delay: float = 0.0,
+        sleep: Sleep = asyncio.sleep,
+        index_by: Literal["call", "turn"] = "call",
+    ) -> None:
+        if delay < 0:
+            raise ConfigError(f"delay must be zero or more seconds, not {delay!r}")
+        self.script = script if isinstance(script, Script) else Script(script, index_by=index_by)
+        self.delay = delay
+        self._sleep = sleep
+        self.calls = 0
+        self.requests: list[ModelRequest] = []
+
+    def __repr__(self) -> str:
+        return f"ScriptedProvider(calls={self.calls}, delay={self.delay})"
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        """The script's response to ``request``, after ``delay``."""
+        self.calls += 1
+        self.requests.append(request)
+        if self.delay:
+            await self._sleep(self.delay)
+        return await self.script.respond(request)
+
+    async def aclose(self) -> None:
+        """Nothing to release."""
+
+
+@overload
+def scripted(
+    function: ScriptFunction,
+    /,
+    *,
+    delay: float = ...,
+    sleep: Sleep = ...,
+) -> ScriptedProvider: ...
+
+
+@overload
+def scripted(
+    *replies: ScriptReply,
+    delay: float = ...,
+    sleep: Sleep = ...,
+    index_by: Literal["call", "turn"] = ...,
+) -> ScriptedProvider: ...
+
+
+def scripted(
+    *replies: ScriptReply | ScriptFunction,
+    delay: float = 0.0,
+    sleep: Sleep = asyncio.sleep,
+    index_by: Literal["call", "turn"] = "call",
+) -> ScriptedProvider:
+    """A ``ScriptedProvider``: ``scripted("hi", {"tool_calls": [...]})`` or ``scripted(fn)``."""
+    if len(replies) == 1 and callable(replies[0]) and not isinstance(replies[0], BaseException):
+        return ScriptedProvider(replies[0], delay=delay, sleep=sleep)
+    items: list[ScriptReply] = []
+    for reply in replies:
+        if callable(reply) and not isinstance(reply, BaseException):
+            raise ConfigError("scripted() takes one function, or replies only, not both")
+        items.append(reply)
+    return ScriptedProvider(items, delay=delay, sleep=sleep, index_by=index_by)

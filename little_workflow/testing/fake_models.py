@@ -1,0 +1,498 @@
+"""``FakeModelServer``: a local HTTP server that speaks the OpenAI and Anthropic wire formats.
+
+It answers ``POST /v1/chat/completions`` and ``POST /chat/completions`` (OpenAI-style)
+and ``POST /v1/messages`` (Anthropic-style) from a ``Script``, the one the ``scripted``
+provider uses, so one script drives any of the three providers. It checks each request
+as the real API would (required fields, roles, tool calls answered, the API key when
+one is configured) and refuses a bad one with that API's error shape and status. It can
+fail on purpose (``fail_next``, ``disconnect_next``), records every request, and can
+append one line per request to a count file, which outlives a client that is killed.
+
+In a test::
+
+    with FakeModelServer(["hello"], api_key="sk-test") as server:   # or ``async with``
+        provider = OpenAICompatibleProvider(server.openai_base_url, ...)
+
+As a separate process (for tests that kill the client)::
+
+    python -m little_workflow.testing.fake_models --port 0 --script replies.json \\
+        --count-file calls.txt [--api-key-env NAME] [--delay SECONDS]
+
+prints its URL on the first line of stdout and serves until terminated. The script file
+holds a JSON list of replies (see ``ScriptReply``), or ``{"replies": [...], "index_by":
+"turn"}``. The key is taken from an environment variable, never from the command line,
+where any user of the machine could read it.
+
+A stdlib ``ThreadingHTTPServer`` in a background thread was chosen over an asyncio
+server: it serves sync and async tests alike, with no event loop to share, and parses
+HTTP without help. An ``async`` script function runs in the handling thread's own loop.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Literal, Self
+
+from little_workflow.errors import ModelProviderError
+from little_workflow.harness.models import ModelRequest, Script, ScriptFunction, ScriptReply
+from little_workflow.testing._fake_wire import (
+    WireError,
+    anthropic_error_body,
+    anthropic_request,
+    anthropic_response,
+    openai_error_body,
+    openai_request,
+    openai_response,
+)
+
+__all__ = ["FakeModelServer", "RecordedRequest", "main"]
+
+Wire = Literal["openai", "anthropic"]
+
+_ROUTES: dict[str, Wire] = {
+    "/v1/chat/completions": "openai",
+    "/chat/completions": "openai",
+    "/v1/messages": "anthropic",
+}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RecordedRequest:
+    """One request the server received, and the status it answered (0: no answer)."""
+
+    #: 1 for the first request the server received.
+    seq: int
+    #: The wire format of the route, ``None`` for an unknown route.
+    wire: Wire | None
+    method: str
+    path: str
+    #: Header names in lower case.
+    headers: Mapping[str, str]
+    #: The parsed JSON body, ``None`` when it was not JSON.
+    body: Any
+    status: int
+    #: The provider-neutral request the script saw, when the request was valid.
+    request: ModelRequest | None
+    #: The JSON body of the answer, ``None`` when the connection was dropped.
+    response: Any
+
+
+@dataclass(frozen=True, slots=True)
+class _Failure:
+    status: int  # 0 drops the connection instead of answering
+    message: str | None
+    retry_after: float | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Answer:
+    status: int
+    body: Mapping[str, Any]
+    headers: Mapping[str, str] = field(default_factory=dict)
+    request: ModelRequest | None = None
+
+    @classmethod
+    def error(
+        cls,
+        wire: Wire,
+        status: int,
+        message: str,
+        *,
+        headers: Mapping[str, str] | None = None,
+        request: ModelRequest | None = None,
+    ) -> _Answer:
+        body = (
+            openai_error_body(status, message)
+            if wire == "openai"
+            else anthropic_error_body(status, message)
+        )
+        return cls(status=status, body=body, headers=headers or {}, request=request)
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    owner: FakeModelServer
+
+    def __init__(self, address: tuple[str, int], owner: FakeModelServer) -> None:
+        self.owner = owner
+        self.connections: set[socket.socket] = set()
+        self.connections_lock = threading.Lock()
+        super().__init__(address, _Handler)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        with self.connections_lock:
+            self.connections.add(request)
+        super().process_request(request, client_address)
+
+    def shutdown_request(self, request: Any) -> None:
+        with self.connections_lock:
+            self.connections.discard(request)
+        super().shutdown_request(request)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A client that hung up, or a connection cut by ``stop``, is not worth a traceback
+        # on stderr; anything else is.
+        error = sys.exc_info()[1]
+        if not isinstance(error, OSError):
+            super().handle_error(request, client_address)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    # Headers and body go out in two writes; with Nagle on, a kept-alive connection
+    # waits for the client's delayed ACK between them, some 40 ms per request.
+    disable_nagle_algorithm = True
+    server: _Server
+
+    def do_POST(self) -> None:
+        self.server.owner._handle(self)
+
+    def do_GET(self) -> None:
+        self.server.owner._handle(self)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Quiet: the server records requests instead of logging them."""
+
+
+def _send(
+    handler: BaseHTTPRequestHandler,
+    status: int,
+    body: Mapping[str, Any],
+    headers: Mapping[str, str] | None = None,
+) -> None:
+    data = json.dumps(body, ensure_ascii=False).encode("utf-8")
+    handler.send_response(status)
+    handler.send_header("content-type", "application/json")
+    handler.send_header("content-length", str(len(data)))
+    for name, value in (headers or {}).items():
+        handler.send_header(name, value)
+    handler.end_headers()
+    handler.wfile.write(data)
+
+
+class FakeModelServer:
+    """A real HTTP server on 127.0.0.1 answering both wire formats from a ``Script``.
+
+    ``api_key``, when set, must arrive as ``Authorization: Bearer`` (OpenAI routes) or
+    ``x-api-key`` (Anthropic routes); ``echo_credentials`` makes a refusal quote the
+    credential it received, as some careless servers do, to test that clients redact it.
+    ``delay`` seconds pass (really) before each answer: for tests that kill a client
+    while a call is in flight. ``count_file`` gets one JSON line per request, written
+    when the request arrives, before any answer.
+    """
+
+    def __init__(
+        self,
+        script: Script | Sequence[ScriptReply] | ScriptFunction = (),
+        *,
+        api_key: str | None = None,
+        echo_credentials: bool = False,
+        count_file: str | os.PathLike[str] | None = None,
+        delay: float = 0.0,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        index_by: Literal["call", "turn"] = "call",
+    ) -> None:
+        self.script = script if isinstance(script, Script) else Script(script, index_by=index_by)
+        self.api_key = api_key
+        self.echo_credentials = echo_credentials
+        self.count_file = Path(count_file) if count_file is not None else None
+        self.delay = delay
+        self._address = (host, port)
+        self._lock = threading.Lock()
+        self._seq = 0
+        self._failures: list[_Failure] = []
+        self._requests: list[RecordedRequest] = []
+        self._server: _Server | None = None
+        self._thread: threading.Thread | None = None
+
+    def __repr__(self) -> str:
+        where = self.url if self._server is not None else "stopped"
+        return f"FakeModelServer({where}, requests={len(self._requests)})"
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    def start(self) -> Self:
+        """Bind and serve in a background thread; returns the server, for chaining."""
+        if self._server is None:
+            self._server = _Server(self._address, self)
+            self._thread = threading.Thread(
+                target=self._server.serve_forever,
+                kwargs={"poll_interval": 0.05},  # how long ``stop`` may wait for the loop
+                name=f"fake-model-server-{self.port}",
+                daemon=True,
+            )
+            self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving, cut open connections, release the port; idempotent."""
+        server, self._server = self._server, None
+        if server is None:
+            return
+        server.shutdown()
+        with server.connections_lock:
+            connections = list(server.connections)
+        for connection in connections:
+            # Wakes handler threads blocked reading a kept-alive connection.
+            with contextlib.suppress(OSError):
+                connection.shutdown(socket.SHUT_RDWR)
+        server.server_close()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    async def __aenter__(self) -> Self:
+        return self.start()
+
+    async def __aexit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await asyncio.to_thread(self.stop)
+
+    @property
+    def port(self) -> int:
+        """The bound port (the server must be started)."""
+        if self._server is None:
+            raise RuntimeError("the fake model server is not started")
+        return int(self._server.server_address[1])
+
+    @property
+    def url(self) -> str:
+        """``http://127.0.0.1:<port>``: the Anthropic provider's ``base_url``."""
+        return f"http://{self._address[0]}:{self.port}"
+
+    @property
+    def openai_base_url(self) -> str:
+        """``<url>/v1``: the OpenAI-compatible provider's ``base_url``."""
+        return f"{self.url}/v1"
+
+    # -- fault injection and inspection ----------------------------------------------
+
+    def fail_next(
+        self,
+        count: int = 1,
+        *,
+        status: int = 429,
+        message: str | None = None,
+        retry_after: float | None = None,
+    ) -> None:
+        """Answer the next ``count`` requests with ``status`` in the route's error shape."""
+        if not 400 <= status <= 599:
+            raise ValueError(f"status must be an HTTP error status, not {status!r}")
+        with self._lock:
+            self._failures.extend(_Failure(status, message, retry_after) for _ in range(count))
+
+    def disconnect_next(self, count: int = 1) -> None:
+        """Close the connection without answering the next ``count`` requests."""
+        with self._lock:
+            self._failures.extend(_Failure(0, None, None) for _ in range(count))
+
+    @property
+    def requests(self) -> list[RecordedRequest]:
+        """Every answered request so far, in arrival order (a copy)."""
+        with self._lock:
+            return sorted(self._requests, key=lambda recorded: recorded.seq)
+
+    @property
+    def last_request(self) -> RecordedRequest:
+        """The latest answered request; ``IndexError`` if there was none."""
+        return self.requests[-1]
+
+    # -- handling ----------------------------------------------------------------------
+
+    def _arrive(self, path: str) -> int:
+        with self._lock:
+            self._seq += 1
+            seq = self._seq
+            if self.count_file is not None:
+                with self.count_file.open("a", encoding="utf-8") as out:
+                    out.write(json.dumps({"seq": seq, "path": path, "pid": os.getpid()}) + "\n")
+            return seq
+
+    def _credential_error(self, wire: Wire, headers: Mapping[str, str]) -> str | None:
+        if self.api_key is None:
+            return None
+        if wire == "openai":
+            given = headers.get("authorization", "")
+            if not given:
+                return (
+                    "You didn't provide an API key. You need to provide your API key in an "
+                    "Authorization header using Bearer auth (i.e. Authorization: Bearer YOUR_KEY)."
+                )
+            key = given.removeprefix("Bearer ")
+        else:
+            key = headers.get("x-api-key", "")
+            if not key:
+                return "x-api-key header is required"
+        if key == self.api_key:
+            return None
+        shown = key if self.echo_credentials else f"{key[:3]}***{key[-4:]}"
+        if wire == "openai":
+            return f"Incorrect API key provided: {shown}."
+        return f"invalid x-api-key: {shown}"
+
+    def _refusal(
+        self, wire: Wire, headers: Mapping[str, str], failure: _Failure | None
+    ) -> _Answer | None:
+        # An injected failure comes first, whatever the request: "the next request gets
+        # a 429" is what a test that injects one means.
+        if failure is not None:
+            extra = {"retry-after": f"{failure.retry_after:g}"} if failure.retry_after else {}
+            message = failure.message or f"injected failure: HTTP {failure.status}"
+            return _Answer.error(wire, failure.status, message, headers=extra)
+        refused = self._credential_error(wire, headers)
+        if refused is not None:
+            return _Answer.error(wire, 401, refused)
+        if wire == "anthropic" and not headers.get("anthropic-version"):
+            return _Answer.error(wire, 400, "anthropic-version: header is required")
+        return None
+
+    def _answer(
+        self, wire: Wire, headers: Mapping[str, str], body: Any, failure: _Failure | None
+    ) -> _Answer:
+        refusal = self._refusal(wire, headers, failure)
+        if refusal is not None:
+            return refusal
+        try:
+            request = openai_request(body) if wire == "openai" else anthropic_request(body)
+        except WireError as exc:
+            return _Answer.error(wire, exc.status, exc.message)
+        if self.delay:
+            time.sleep(self.delay)
+        try:
+            response = asyncio.run(self.script.respond(request))
+        except ModelProviderError as exc:
+            # The script's own errors (an error item, no reply left) keep their status;
+            # without one they are the caller's problem, not worth retrying: 400.
+            return _Answer.error(wire, exc.status or 400, exc.message, request=request)
+        except Exception as exc:  # a script function that raised: a server bug, 500
+            message = f"the script raised {type(exc).__name__}: {exc}"
+            return _Answer.error(wire, 500, message, request=request)
+        rendered = openai_response(response) if wire == "openai" else anthropic_response(response)
+        return _Answer(status=200, body=rendered, request=request)
+
+    def _handle(self, handler: _Handler) -> None:
+        path = handler.path.split("?", 1)[0]
+        seq = self._arrive(path)
+        length = int(handler.headers.get("content-length") or 0)
+        raw = handler.rfile.read(length) if length else b""
+        headers = {name.lower(): value for name, value in handler.headers.items()}
+        try:
+            body: Any = json.loads(raw) if raw else None
+        except (ValueError, UnicodeDecodeError):
+            body = None
+        wire = _ROUTES.get(path) if handler.command == "POST" else None
+        answer: _Answer | None
+        if wire is None:
+            message = f"Unknown request URL: {handler.command} {path}."
+            answer = _Answer(status=404, body=openai_error_body(404, message))
+        else:
+            with self._lock:
+                failure = self._failures.pop(0) if self._failures else None
+            dropped = failure is not None and failure.status == 0
+            answer = None if dropped else self._answer(wire, headers, body, failure)
+        # Recorded before answering: a client that got its answer finds its request here.
+        recorded = RecordedRequest(
+            seq=seq,
+            wire=wire,
+            method=handler.command,
+            path=path,
+            headers=headers,
+            body=body,
+            status=answer.status if answer else 0,
+            request=answer.request if answer else None,
+            response=answer.body if answer else None,
+        )
+        with self._lock:
+            self._requests.append(recorded)
+        if answer is None:
+            handler.close_connection = True  # and say nothing: the client sees EOF
+        else:
+            _send(handler, answer.status, answer.body, answer.headers)
+
+
+def _load_script(path: str, index_by: Literal["call", "turn"]) -> Script:
+    data = json.loads(Path(path).read_text(encoding="utf-8"))
+    if isinstance(data, dict):
+        index_by = data.get("index_by", index_by)
+        data = data.get("replies")
+    if not isinstance(data, list):
+        raise SystemExit(f"{path}: a script is a JSON list of replies or {{'replies': [...]}}")
+    return Script(data, index_by=index_by)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run a ``FakeModelServer`` until terminated; print its URL first."""
+    parser = argparse.ArgumentParser(
+        prog="python -m little_workflow.testing.fake_models",
+        description="A local server speaking the OpenAI and Anthropic wire formats.",
+    )
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
+    parser.add_argument("--script", required=True, help="a JSON file of replies")
+    parser.add_argument("--count-file", help="append one line per request here")
+    parser.add_argument("--api-key-env", help="require the key held by this variable")
+    parser.add_argument("--echo-credentials", action="store_true")
+    parser.add_argument("--delay", type=float, default=0.0, help="seconds before each answer")
+    parser.add_argument("--index-by", choices=("call", "turn"), default="call")
+    args = parser.parse_args(argv)
+    api_key = os.environ.get(args.api_key_env) if args.api_key_env else None
+    if args.api_key_env and not api_key:
+        parser.error(f"the environment variable {args.api_key_env} is not set")
+    server = FakeModelServer(
+        _load_script(args.script, args.index_by),
+        api_key=api_key,
+        echo_credentials=args.echo_credentials,
+        count_file=args.count_file,
+        delay=args.delay,
+        host=args.host,
+        port=args.port,
+    )
+
+    def terminate(signum: int, frame: object) -> None:
+        raise SystemExit(0)
+
+    signal.signal(signal.SIGTERM, terminate)
+    server.start()
+    try:
+        sys.stdout.write(server.url + "\n")
+        sys.stdout.flush()
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,376 @@
+"""The conformance suite every ``ModelProvider`` must pass, unchanged.
+
+Subclass ``ModelProviderConformance`` in a test module and provide one fixture,
+``open_provider``: an async callable ``(script, *, max_retries=2, client_key=None) ->
+ProviderUnderTest`` that builds the provider answering from ``script`` (a ``Script``'s
+replies or function), behind a ``FakeModelServer`` when it has a transport, and closes
+everything at teardown. ``client_key`` makes the provider use a key other than the one
+the server requires. ``BuiltinProviders`` does this for the three built-in providers::
+
+    class TestProviders(ModelProviderConformance):
+        @pytest.fixture(params=BuiltinProviders.KINDS)
+        async def open_provider(self, request):
+            providers = BuiltinProviders(request.param)
+            yield providers
+            await providers.aclose()
+
+Tests of transport behaviour (retries, backoff, keys) skip for a provider with no server.
+What the model saw is checked on the provider-neutral request the script received,
+which for an HTTP provider the fake server rebuilt from the wire: the suite checks the
+round trip, not one wire format (test those apart, on the recorded bodies).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import pytest
+
+from little_workflow.errors import ModelProviderError
+from little_workflow.harness.models import (
+    AnthropicProvider,
+    Message,
+    ModelProvider,
+    ModelRequest,
+    ModelResponse,
+    OpenAICompatibleProvider,
+    Script,
+    ScriptedProvider,
+    ScriptFunction,
+    ScriptReply,
+    ToolCall,
+    ToolSpec,
+    Usage,
+)
+from little_workflow.testing.fake_models import FakeModelServer
+
+__all__ = [
+    "CONFORMANCE_KEY",
+    "BuiltinProviders",
+    "ModelProviderConformance",
+    "OpenProvider",
+    "ProviderUnderTest",
+]
+
+#: The key the fake servers of ``BuiltinProviders`` require.
+CONFORMANCE_KEY = "sk-lw-conformance-9f8e7d6c5b4a3210"
+
+_KEY_ENV = "LW_CONFORMANCE_API_KEY"
+
+ScriptSource = Script | Sequence[ScriptReply] | ScriptFunction
+
+
+@dataclass(kw_only=True)
+class ProviderUnderTest:
+    """A provider opened for one test, and what the test may look at around it."""
+
+    provider: ModelProvider
+    #: Every backoff the provider slept, in seconds, in order (its sleep is injected).
+    sleeps: list[float] = field(default_factory=list)
+    #: The fake server behind the provider; ``None`` when it has no transport.
+    server: FakeModelServer | None = None
+    #: The key the provider was given (``None`` if none).
+    api_key: str | None = None
+
+
+class OpenProvider(Protocol):
+    """The ``open_provider`` fixture's type."""
+
+    async def __call__(
+        self, script: ScriptSource, *, max_retries: int = 2, client_key: str | None = None
+    ) -> ProviderUnderTest:
+        """A provider answering from ``script``."""
+        ...
+
+
+class BuiltinProviders:
+    """Opens ``scripted``, ``openai`` or ``anthropic`` providers; ``aclose`` closes them all."""
+
+    KINDS = ("scripted", "openai", "anthropic")
+
+    def __init__(self, kind: str) -> None:
+        if kind not in self.KINDS:
+            raise ValueError(f"unknown provider kind {kind!r}; known: {', '.join(self.KINDS)}")
+        self.kind = kind
+        self._opened: list[ProviderUnderTest] = []
+
+    async def __call__(
+        self, script: ScriptSource, *, max_retries: int = 2, client_key: str | None = None
+    ) -> ProviderUnderTest:
+        """A provider of this kind answering from ``script``."""
+        sleeps: list[float] = []
+
+        async def sleep(seconds: float) -> None:
+            sleeps.append(seconds)
+
+        if self.kind == "scripted":
+            opened = ProviderUnderTest(provider=ScriptedProvider(script, sleep=sleep))
+        else:
+            server = FakeModelServer(script, api_key=CONFORMANCE_KEY, echo_credentials=True)
+            server.start()
+            key = client_key or CONFORMANCE_KEY
+            provider: ModelProvider
+            if self.kind == "openai":
+                provider = OpenAICompatibleProvider(
+                    server.openai_base_url,
+                    api_key_env=_KEY_ENV,
+                    environ={_KEY_ENV: key},
+                    max_retries=max_retries,
+                    sleep=sleep,
+                )
+            else:
+                provider = AnthropicProvider(
+                    server.url,
+                    api_key_env=_KEY_ENV,
+                    environ={_KEY_ENV: key},
+                    max_retries=max_retries,
+                    sleep=sleep,
+                )
+            opened = ProviderUnderTest(provider=provider, server=server, api_key=key)
+        opened.sleeps = sleeps
+        self._opened.append(opened)
+        return opened
+
+    async def aclose(self) -> None:
+        """Close every provider and stop every server opened."""
+        for opened in self._opened:
+            await opened.provider.aclose()
+            if opened.server is not None:
+                await asyncio.to_thread(opened.server.stop)
+        self._opened.clear()
+
+
+def _server(opened: ProviderUnderTest) -> FakeModelServer:
+    if opened.server is None:
+        pytest.skip("this provider has no transport: nothing to retry, no key to send")
+    return opened.server
+
+
+def _recorder() -> tuple[list[ModelRequest], list[ScriptReply], ScriptFunction]:
+    """A script function answering ``replies`` in order and keeping what it was asked."""
+    seen: list[ModelRequest] = []
+    replies: list[ScriptReply] = []
+
+    def answer(request: ModelRequest) -> ScriptReply:
+        seen.append(request)
+        return replies[len(seen) - 1]
+
+    return seen, replies, answer
+
+
+USER = Message(role="user", content="What is the weather in Paris?")
+WEATHER = ToolSpec(
+    name="get_weather",
+    description="The weather in a city.",
+    parameters={
+        "type": "object",
+        "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
+        "required": ["city"],
+    },
+)
+
+
+def _request(*messages: Message, **options: object) -> ModelRequest:
+    return ModelRequest.model_validate(
+        {"model": "conformance-model", "messages": messages or (USER,), **options}
+    )
+
+
+class ModelProviderConformance:
+    """Every behaviour a ``ModelProvider`` promises (see the module docstring)."""
+
+    async def test_is_a_model_provider(self, open_provider: OpenProvider) -> None:
+        opened = await open_provider(["hi"])
+        assert isinstance(opened.provider, ModelProvider)
+        assert isinstance(opened.provider.kind, str)
+        assert opened.provider.kind
+
+    async def test_text_answer(self, open_provider: OpenProvider) -> None:
+        opened = await open_provider(["Hello there, ünïcødé 🚀"])
+        response = await opened.provider.complete(_request())
+        assert response.message == Message(role="assistant", content="Hello there, ünïcødé 🚀")
+        assert response.finish_reason == "stop"
+        assert response.model == "conformance-model"
+        assert isinstance(response.id, str)
+        assert response.id
+
+    async def test_tool_call_round_trip(self, open_provider: OpenProvider) -> None:
+        seen, replies, answer = _recorder()
+        call = ToolCall(
+            id="call_w1",
+            name="get_weather",
+            arguments={"city": "Paris", "days": 2, "options": {"metric": True, "tags": ["a"]}},
+        )
+        replies += [{"content": "Let me look.", "tool_calls": [call]}, "Sunny in Paris."]
+        opened = await open_provider(answer)
+        first = await opened.provider.complete(_request(tools=(WEATHER,)))
+        assert first.message.tool_calls == (call,)
+        assert first.message.content == "Let me look."
+        assert first.finish_reason == "tool_calls"
+        result = Message(role="tool", tool_call_id="call_w1", name="get_weather", content="21°C")
+        second = await opened.provider.complete(
+            _request(USER, first.message, result, tools=(WEATHER,))
+        )
+        assert second.message == Message(role="assistant", content="Sunny in Paris.")
+        assert second.finish_reason == "stop"
+        assert seen[0].tools == (WEATHER,)
+        assert seen[1].messages[-2].tool_calls == (call,)
+        assert seen[1].messages[-1] == result
+
+    async def test_two_tool_calls_in_one_turn(self, open_provider: OpenProvider) -> None:
+        seen, replies, answer = _recorder()
+        calls = [
+            ToolCall(id="call_a", name="get_weather", arguments={"city": "Paris"}),
+            ToolCall(id="call_b", name="get_weather", arguments={"city": "Oslo"}),
+        ]
+        replies += [{"tool_calls": calls}, "Paris is warmer."]
+        opened = await open_provider(answer)
+        first = await opened.provider.complete(_request(tools=(WEATHER,)))
+        assert first.message.tool_calls == tuple(calls)
+        assert first.message.content is None
+        results = (
+            Message(role="tool", tool_call_id="call_a", name="get_weather", content="21"),
+            Message(role="tool", tool_call_id="call_b", name="get_weather", content="9"),
+        )
+        second = await opened.provider.complete(
+            _request(USER, first.message, *results, tools=(WEATHER,))
+        )
+        assert second.message.content == "Paris is warmer."
+        assert seen[1].messages[-2:] == results
+
+    async def test_system_prompt_reaches_the_model_first(self, open_provider: OpenProvider) -> None:
+        seen, replies, answer = _recorder()
+        replies.append("Terse.")
+        opened = await open_provider(answer)
+        system = Message(role="system", content="You are terse.")
+        await opened.provider.complete(_request(system, USER))
+        assert seen[0].messages[:2] == (system, USER)
+
+    async def test_sampling_settings_reach_the_model(self, open_provider: OpenProvider) -> None:
+        seen, replies, answer = _recorder()
+        replies.append("ok")
+        opened = await open_provider(answer)
+        await opened.provider.complete(_request(temperature=0.25, max_tokens=77))
+        assert (seen[0].temperature, seen[0].max_tokens) == (0.25, 77)
+
+    async def test_usage_finish_reason_and_id_are_carried(
+        self, open_provider: OpenProvider
+    ) -> None:
+        scripted = ModelResponse(
+            id="resp-fixed-1",
+            model="served-model",
+            message=Message(role="assistant", content="cut sh"),
+            finish_reason="length",
+            usage=Usage(input_tokens=12, output_tokens=5),
+        )
+        opened = await open_provider([scripted])
+        assert await opened.provider.complete(_request()) == scripted
+
+    async def test_response_ids_are_deterministic(self, open_provider: OpenProvider) -> None:
+        one = await open_provider(["same", "other"])
+        two = await open_provider(["same"])
+        first = await one.provider.complete(_request())
+        again = await two.provider.complete(_request())
+        other = await one.provider.complete(_request())
+        assert first.id == again.id
+        assert other.id != first.id
+
+    async def test_scripted_error_is_not_retried(self, open_provider: OpenProvider) -> None:
+        opened = await open_provider([{"error": {"status": 400, "message": "context too long"}}])
+        with pytest.raises(ModelProviderError) as caught:
+            await opened.provider.complete(_request())
+        assert (caught.value.status, caught.value.retryable) == (400, False)
+        assert "context too long" in caught.value.message
+        assert opened.sleeps == []
+
+    async def test_running_out_of_script_is_a_clear_error(
+        self, open_provider: OpenProvider
+    ) -> None:
+        opened = await open_provider(["only one"])
+        await opened.provider.complete(_request())
+        with pytest.raises(ModelProviderError, match="no reply") as caught:
+            await opened.provider.complete(_request())
+        assert not caught.value.retryable
+
+    async def test_bad_request_is_not_retried(self, open_provider: OpenProvider) -> None:
+        opened = await open_provider(["never"])
+        server = _server(opened)
+        server.fail_next(1, status=400, message="messages.0: bad thing")
+        with pytest.raises(ModelProviderError) as caught:
+            await opened.provider.complete(_request())
+        assert (caught.value.status, caught.value.retryable) == (400, False)
+        assert "bad thing" in caught.value.message
+        assert (len(server.requests), opened.sleeps) == (1, [])
+
+    async def test_rate_limit_then_success_is_retried(self, open_provider: OpenProvider) -> None:
+        opened = await open_provider(["after the wait"])
+        server = _server(opened)
+        server.fail_next(1, status=429)
+        response = await opened.provider.complete(_request())
+        assert response.message.content == "after the wait"
+        assert [r.status for r in server.requests] == [429, 200]
+        assert len(opened.sleeps) == 1
+        assert opened.sleeps[0] > 0
+
+    async def test_retry_after_is_honoured(self, open_provider: OpenProvider) -> None:
+        opened = await open_provider(["ok"])
+        server = _server(opened)
+        server.fail_next(1, status=429, retry_after=7)
+        await opened.provider.complete(_request())
+        assert opened.sleeps == [7.0]
+
+    async def test_server_errors_exhaust_retries(self, open_provider: OpenProvider) -> None:
+        opened = await open_provider(["never"], max_retries=2)
+        server = _server(opened)
+        server.fail_next(5, status=503, message="upstream unavailable")
+        with pytest.raises(ModelProviderError) as caught:
+            await opened.provider.complete(_request())
+        assert (caught.value.status, caught.value.retryable) == (503, True)
+        assert "upstream unavailable" in caught.value.message
+        assert len(server.requests) == 3
+        assert len(opened.sleeps) == 2
+        assert 0 < opened.sleeps[0] < opened.sleeps[1]
+
+    async def test_dropped_connection_is_retried(self, open_provider: OpenProvider) -> None:
+        opened = await open_provider(["made it"])
+        server = _server(opened)
+        server.disconnect_next(1)
+        response = await opened.provider.complete(_request())
+        assert response.message.content == "made it"
+        assert [r.status for r in server.requests] == [0, 200]
+        assert len(opened.sleeps) == 1
+
+    async def test_api_key_is_sent(self, open_provider: OpenProvider) -> None:
+        opened = await open_provider(["authorized"])
+        server = _server(opened)
+        assert server.api_key is not None
+        await opened.provider.complete(_request())
+        assert server.last_request.status == 200
+        assert any(server.api_key in value for value in server.last_request.headers.values())
+
+    async def test_api_key_never_leaks(
+        self, open_provider: OpenProvider, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        wrong = "sk-lw-wrong-key-0123456789abcdef"
+        opened = await open_provider(["never"], client_key=wrong)
+        server = _server(opened)
+        # The server quotes the key it refuses, and a rate-limit message quotes it too.
+        server.fail_next(1, status=429, message=f"slow down, {wrong}")
+        caplog.set_level(logging.DEBUG)
+        with pytest.raises(ModelProviderError) as caught:
+            await opened.provider.complete(_request())
+        assert (caught.value.status, caught.value.retryable) == (401, False)
+        assert wrong in str(server.last_request.response)
+        for text in (str(caught.value), repr(caught.value), repr(opened.provider), caplog.text):
+            assert wrong not in text
+        assert "[redacted]" in caught.value.message
+
+    async def test_aclose_is_idempotent(self, open_provider: OpenProvider) -> None:
+        opened = await open_provider(["hi"])
+        await opened.provider.complete(_request())
+        await opened.provider.aclose()
+        await opened.provider.aclose()
