@@ -13,7 +13,9 @@ Exit codes (stable, for scripts):
 ====  =========================================================================
 
 Environment variables are read here and nowhere deeper: ``LITTLE_WORKFLOW_DATA_DIR``,
-``LITTLE_WORKFLOW_STORE`` and, for crash tests, ``LITTLE_WORKFLOW_CRASH_AFTER_EVENTS``.
+``LITTLE_WORKFLOW_STORE``, ``LITTLE_WORKFLOW_SETUP`` and, for crash tests,
+``LITTLE_WORKFLOW_CRASH_AFTER_EVENTS``. (Model providers read their API keys from the
+environment variables their slots name, when the setup builds them.)
 """
 
 from __future__ import annotations
@@ -58,6 +60,7 @@ class Options:
     debug: bool
     lock_timeout: float
     crash_after_events: int | None
+    setup: str | None
 
 
 def _fail(message: str, code: int) -> NoReturn:
@@ -137,13 +140,21 @@ def parse_json_option(text: str | None, what: str) -> Any:
     show_default=True,
     help="Seconds to wait for a run held by another process.",
 )
+@click.option(
+    "--setup",
+    default=None,
+    help="package.module:attr naming a RuntimeSetup (model slots, tools, workflows) "
+    "[env LITTLE_WORKFLOW_SETUP].",
+)
 @click.option("--debug", is_flag=True, help="Show tracebacks.")
 @click.pass_context
 def cli(
     ctx: click.Context,
+    *,
     data_dir: Path | None,
     store: str | None,
     lock_timeout: float,
+    setup: str | None,
     debug: bool,
 ) -> None:
     """Durable execution for LLM-agent workflows."""
@@ -158,6 +169,7 @@ def cli(
         debug=debug,
         lock_timeout=lock_timeout,
         crash_after_events=int(crash) if crash else None,
+        setup=setup or os.environ.get("LITTLE_WORKFLOW_SETUP") or None,
     )
     # Like `python -m`, make modules in the current directory importable, so that a
     # workflow's `fn: mymodule:function` finds mymodule.py next to the user.

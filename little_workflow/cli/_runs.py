@@ -11,13 +11,15 @@ from little_workflow.cli._main import Options, execute, parse_json_option, print
 
 
 def _runtime(options: Options) -> Any:
-    from little_workflow.runtime import Runtime
+    from little_workflow.runtime import Runtime, load_setup
 
+    extra = {} if options.setup is None else load_setup(options.setup).runtime_options()
     return Runtime(
         options.data_dir,
         store=options.store,
         lock_timeout=options.lock_timeout,
         crash_after_events=options.crash_after_events,
+        **extra,
     )
 
 

@@ -165,14 +165,14 @@ class GraphRun:
         arguments: dict[str, JsonValue],
         tool_call_id: str | None,
     ) -> JsonValue:
-        prepare = self.harness.tools.preparer(name)
+        hook = self.harness.tools.hook(name)
         unit = Unit(
             path=path,
             kind="tool",
             step_id=step_id,
             identity=identity,
             detail={"name": name, "arguments": arguments},
-            durable_start=prepare is not None,
+            durable_start=hook is not None,
         )
         tool_context = ToolContext(
             execution_id=self.ctx.id, path=path, tool_call_id=tool_call_id, context=self.ctx
@@ -181,11 +181,14 @@ class GraphRun:
         async def compute(detail: Mapping[str, JsonValue]) -> JsonValue:
             recorded_arguments = detail.get("arguments")
             try:
-                tool = self.harness.tools.get(name)
-                result: JsonValue = await tool.invoke(
-                    recorded_arguments if isinstance(recorded_arguments, dict) else {},
-                    ctx=tool_context,
-                )
+                if hook is not None:
+                    result: JsonValue = await hook.run(detail, tool_context)
+                else:
+                    tool = self.harness.tools.get(name)
+                    result = await tool.invoke(
+                        recorded_arguments if isinstance(recorded_arguments, dict) else {},
+                        ctx=tool_context,
+                    )
             except LittleWorkflowError as exc:
                 # Unknown tool, bad arguments, an unserializable result: the model (or the
                 # tool) got it wrong, and the model is told so.
@@ -197,7 +200,9 @@ class GraphRun:
             return result
 
         try:
-            value = await run_unit(self.recorder, unit, compute, prepare=prepare)
+            value = await run_unit(
+                self.recorder, unit, compute, prepare=None if hook is None else hook.prepare
+            )
         except (ToolCallError, RecordedFailure) as exc:
             message = Message(
                 role="tool",

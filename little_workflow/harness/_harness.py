@@ -8,7 +8,8 @@ The harness is the same in every case: only the recorder differs.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from little_workflow.codec import JsonValue, check_json_value
@@ -28,22 +29,35 @@ from little_workflow.harness._tools import Tool
 from little_workflow.harness.models import ToolSpec
 from little_workflow.ids import new_id
 
-__all__ = ["AgentHarness", "Toolset"]
+__all__ = ["AgentHarness", "ToolHook", "Toolset"]
 
 #: ``prepare(detail) -> detail``: completes a tool call's recorded detail before it starts.
 Preparer = Callable[[Mapping[str, JsonValue]], Mapping[str, JsonValue]]
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolHook:
+    """How a built-in tool departs from ``Tool.invoke`` (``start_workflow`` is one).
+
+    ``prepare`` completes the call's detail before its start is recorded (with the id of
+    the sub-run it will start, so a resume finds that sub-run instead of starting
+    another); ``run`` then makes the call from the recorded detail.
+    """
+
+    prepare: Preparer
+    run: Callable[[Mapping[str, JsonValue], Any], Awaitable[JsonValue]]
+
+
 class Toolset:
-    """The harness's tools, plus per-tool ``prepare`` hooks (used by ``start_workflow``)."""
+    """The harness's tools, plus hooks for built-in tools that need them."""
 
     def __init__(
         self,
         tools: Iterable[Tool[..., Any] | Callable[..., Any]] = (),
-        preparers: Mapping[str, Preparer] | None = None,
+        hooks: Mapping[str, ToolHook] | None = None,
     ) -> None:
         self.registry = ToolRegistry(tools)
-        self._preparers = dict(preparers or {})
+        self._hooks = dict(hooks or {})
 
     def get(self, name: str) -> Tool[..., Any]:
         """The tool called ``name`` (``ToolArgumentsError``, code ``unknown_tool``, if none)."""
@@ -53,9 +67,9 @@ class Toolset:
         """The specs of ``names`` (every tool when ``None``), for a model request."""
         return list(self.registry.specs(names))
 
-    def preparer(self, name: str) -> Preparer | None:
-        """The ``prepare`` hook of tool ``name``, if it has one."""
-        return self._preparers.get(name)
+    def hook(self, name: str) -> ToolHook | None:
+        """The hook of tool ``name``, if it has one."""
+        return self._hooks.get(name)
 
     def manifest(self) -> dict[str, str]:
         """``{name: schema_hash}``, for capability manifests."""

@@ -10,6 +10,7 @@ from little_workflow.runtime._datadir import DataDir
 from little_workflow.runtime._faults import CRASH_ENV, CRASH_EXIT_CODE
 from little_workflow.runtime._functions import StepContext
 from little_workflow.runtime._runtime import ReplayResult, RunResult, Runtime
+from little_workflow.runtime._setup import RuntimeSetup, load_setup
 from little_workflow.runtime._state import RunState, StepRecord, apply, fold
 from little_workflow.runtime._workflows import WorkflowVersion
 
@@ -21,9 +22,11 @@ __all__ = [
     "RunResult",
     "RunState",
     "Runtime",
+    "RuntimeSetup",
     "StepContext",
     "StepRecord",
     "WorkflowVersion",
     "apply",
     "fold",
+    "load_setup",
 ]

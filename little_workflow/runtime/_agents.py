@@ -13,23 +13,35 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from little_workflow.codec import JsonValue
-from little_workflow.errors import InvalidValueError, StorageError
+from little_workflow.errors import (
+    ConfigError,
+    InvalidValueError,
+    StorageError,
+    ToolArgumentsError,
+)
 from little_workflow.events import HarnessSessionCompleted, HarnessSessionStarted
 from little_workflow.harness._agent import agent
-from little_workflow.harness._harness import AgentHarness
+from little_workflow.harness._harness import AgentHarness, ToolHook, Toolset
 from little_workflow.harness._manifest import drift_error, manifest_hash
+from little_workflow.harness._tools import tool
+from little_workflow.ids import new_id
 from little_workflow.lwir import AgentStep
 from little_workflow.runtime._sessions import SessionRecorder, agent_manifest
+from little_workflow.runtime._workflows import WorkflowVersion
 
 if TYPE_CHECKING:
     from pathlib import Path
 
     from little_workflow.runtime._execution import RunExecution, Scope, _Site
 
-__all__ = ["run_agent_step", "scratch_dir"]
+__all__ = ["START_WORKFLOW", "run_agent_step", "scratch_dir"]
+
+#: The orchestrator's built-in tool.
+START_WORKFLOW = "start_workflow"
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 
@@ -62,6 +74,68 @@ def _parse_json_answer(answer: Any, path: str) -> JsonValue:
     return value
 
 
+def _orchestrator_toolset(execution: RunExecution, step: AgentStep, path: str) -> Toolset:
+    """The runtime's tools plus ``start_workflow`` over the step's pinned workflows."""
+    available: dict[str, WorkflowVersion] = {}
+    for reference in step.workflows:
+        child = execution.version.child(reference)
+        if available.setdefault(child.name, child) is not child:
+            raise ConfigError(
+                f"orchestrator {path!r}: two of its workflows are named {child.name!r}"
+            )
+    listing = "\n".join(
+        f"- {name}: {version.workflow.description or '(no description)'}"
+        for name, version in sorted(available.items())
+    )
+
+    async def start_workflow(workflow: str, input: dict[str, Any] | None = None) -> JsonValue:
+        """Start a workflow as a sub-run and wait for its output.
+
+        Args:
+            workflow: The name of the workflow to start.
+            input: The workflow's input.
+        """
+        raise AssertionError("start_workflow runs through its hook")  # pragma: no cover
+
+    start = tool(
+        start_workflow,
+        description="Start one of these workflows as a sub-run and wait for its output:\n"
+        + listing,
+    )
+
+    def prepare(detail: Mapping[str, JsonValue]) -> Mapping[str, JsonValue]:
+        arguments = detail.get("arguments")
+        recorded: dict[str, JsonValue] = dict(arguments) if isinstance(arguments, dict) else {}
+        recorded["subRunId"] = new_id("run")
+        return {**detail, "arguments": recorded}
+
+    async def run(detail: Mapping[str, JsonValue], _ctx: object) -> JsonValue:
+        arguments = detail.get("arguments")
+        recorded = arguments if isinstance(arguments, dict) else {}
+        name, sub_run_id = recorded.get("workflow"), recorded.get("subRunId")
+        if not isinstance(name, str) or name not in available:
+            raise ToolArgumentsError(
+                f"unknown workflow {name!r}; available: {', '.join(sorted(available)) or 'none'}"
+            )
+        workflow_input = recorded.get("input")
+        if workflow_input is not None and not isinstance(workflow_input, dict):
+            raise ToolArgumentsError("argument 'input' must be an object")
+        assert isinstance(sub_run_id, str)
+        return await execution.runtime.run_child(
+            available[name],
+            workflow_input,
+            run_id=sub_run_id,
+            parent_run_id=execution.run_id,
+            parent_step_path=path,
+            retry_failed=execution.retrying,
+        )
+
+    return Toolset(
+        [*execution.runtime.toolset.registry, start],
+        hooks={START_WORKFLOW: ToolHook(prepare=prepare, run=run)},
+    )
+
+
 async def run_agent_step(
     execution: RunExecution, step: AgentStep, site: _Site, scope: Scope
 ) -> JsonValue:
@@ -72,7 +146,7 @@ async def run_agent_step(
     if step.instructions is not None:
         rendered = execution._render(step.instructions, scope, step, path, "instructions")
         instructions = rendered if isinstance(rendered, str) else json.dumps(rendered)
-    manifest = agent_manifest(runtime, step, {})
+    manifest = agent_manifest(runtime, step, runtime.available_workflows(execution.version, step))
     digest = manifest_hash(manifest)
     recorded = execution.state.sessions.get(path)
     if recorded is not None and recorded.manifest_hash not in (None, digest):
@@ -85,11 +159,15 @@ async def run_agent_step(
         session_id=path, role=step.role, step_path=path, manifest=manifest, manifest_hash=digest
     )
     scratch = scratch_dir(execution, path)
+    toolset, tool_names = runtime.toolset, step.tools
+    if step.role == "orchestrator":
+        toolset = _orchestrator_toolset(execution, step, path)
+        tool_names = (*step.tools, START_WORKFLOW)
     harness = AgentHarness(
         name=f"{execution.run_id}/{path}",
-        agent_graph=agent(slot=step.slot, tools=step.tools, max_turns=step.max_turns),
+        agent_graph=agent(slot=step.slot, tools=tool_names, max_turns=step.max_turns),
         model_slots=runtime.model_slots,
-        tools=runtime.toolset,
+        tools=toolset,
     )
     recorder = SessionRecorder(execution.writer, execution.state, path)
 

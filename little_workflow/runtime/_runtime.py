@@ -24,6 +24,7 @@ from little_workflow.durable import FileLock
 from little_workflow.errors import ConfigError, RunFailedError, StorageError
 from little_workflow.events import RunResumed, RunStarted, RunStatus
 from little_workflow.harness._harness import Toolset
+from little_workflow.harness._manifest import drift_error, manifest_hash
 from little_workflow.harness._slots import ModelSlot, resolve_slot
 from little_workflow.harness._tools import Tool, tool
 from little_workflow.ids import new_id, validate_id
@@ -35,12 +36,14 @@ from little_workflow.lwir import (
     Step,
     ToolStep,
     Workflow,
+    definition_hash,
     load_workflow,
 )
 from little_workflow.runtime._datadir import DataDir
 from little_workflow.runtime._execution import RunExecution
 from little_workflow.runtime._faults import CrashAfterEvents
 from little_workflow.runtime._functions import FunctionRegistry
+from little_workflow.runtime._sessions import agent_manifest, step_at, unfinished_sub_runs
 from little_workflow.runtime._state import RunState, fold
 from little_workflow.runtime._workflows import WorkflowCatalog, WorkflowVersion
 from little_workflow.storage import EventLog, ManagedStorage, Store, StoreSpec, open_store
@@ -320,6 +323,24 @@ class Runtime:
         for child in version.children.values():
             self._check_callables(child)
 
+    def available_workflows(self, version: WorkflowVersion, step: AgentStep) -> dict[str, str]:
+        """An orchestrator's workflows as they are now: name → definition hash.
+
+        Found again (files next to the run's workflow file, registered names), not taken
+        from the pinned version: the manifest compares the configuration at hand with the
+        one the session started with. A workflow that cannot be found is ``(missing)``.
+        """
+        source = Path(version.source) if version.source else None
+        available: dict[str, str] = {}
+        for reference in step.workflows:
+            try:
+                found, _ = self.catalog.find(reference, source, where=f"step {step.id!r}")
+            except ConfigError:
+                available[reference] = "(missing)"
+                continue
+            available[found.name] = definition_hash(found)
+        return available
+
     def _check_tools(self, version: WorkflowVersion, step_id: str, names: Iterable[str]) -> None:
         for name in names:
             if name not in self.toolset.registry:
@@ -420,10 +441,39 @@ class Runtime:
             )
         if version is None:
             version = await self.catalog.load(state.workflow_version_id)
-            self._check_callables(version)
+        # Fail closed before anything runs: every session this resume would continue,
+        # here and in the sub-runs it would resume, must find the configuration it
+        # started with.
+        await self._check_drift(state, version)
+        self._check_callables(version)
         execution = RunExecution(self, version, state, retrying=reason == "retry")
         await execution.append([RunResumed(reason=reason, pid=os.getpid())], sync=False)
         return await self._drive(execution)
+
+    async def _check_drift(self, state: RunState, version: WorkflowVersion, depth: int = 0) -> None:
+        """Raise ``CapabilityDriftError`` if an unfinished session's manifest changed."""
+        for session in state.sessions.values():
+            if session.completed or session.manifest_hash is None or session.step_path is None:
+                continue
+            step = step_at(version.workflow, session.step_path)
+            if not isinstance(step, AgentStep):
+                continue
+            manifest = agent_manifest(self, step, self.available_workflows(version, step))
+            if manifest_hash(manifest) != session.manifest_hash:
+                error = drift_error(
+                    run_id=state.run_id, role=session.role, old=session.manifest, new=manifest
+                )
+                if error is not None:
+                    raise error
+        if depth >= 32:
+            return
+        for sub_run_id in unfinished_sub_runs(state):
+            records = await self.events.read(sub_run_id)
+            if records:
+                sub_state = fold(sub_run_id, records)
+                if not sub_state.finished:
+                    sub_version = await self.catalog.load(sub_state.workflow_version_id)
+                    await self._check_drift(sub_state, sub_version, depth + 1)
 
     async def _drive(self, execution: RunExecution) -> RunResult:
         output = await execution.execute()

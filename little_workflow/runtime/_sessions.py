@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 
 from little_workflow.codec import JsonValue
 from little_workflow.durable import MemoTable
+from little_workflow.errors import InvalidStepPathError
 from little_workflow.events import (
     HarnessModelCalled,
     HarnessModelResponded,
@@ -32,14 +33,22 @@ from little_workflow.events import (
 )
 from little_workflow.harness._manifest import build_manifest
 from little_workflow.harness._recorder import Recorded, Unit
-from little_workflow.lwir import AgentStep
+from little_workflow.lwir import (
+    AgentStep,
+    BranchSegment,
+    MapStep,
+    Step,
+    StepBase,
+    Workflow,
+    parse_step_path,
+)
 from little_workflow.runtime._state import RunState
 
 if TYPE_CHECKING:
     from little_workflow.runtime._runtime import Runtime
     from little_workflow.runtime._writer import RunWriter
 
-__all__ = ["SessionRecorder", "agent_manifest"]
+__all__ = ["SessionRecorder", "agent_manifest", "step_at", "unfinished_sub_runs"]
 
 
 def _error_code(exc: BaseException) -> str:
@@ -194,3 +203,41 @@ def agent_manifest(
         tools=tools,
         available_workflows=list(workflows.items()),
     )
+
+
+def step_at(workflow: Workflow, path: str) -> StepBase | None:
+    """The step definition a step path runs (``m[k].worker.visit[1]`` → ``worker``)."""
+    try:
+        parsed = parse_step_path(path)
+    except InvalidStepPathError:
+        return None
+    steps: tuple[Step, ...] = workflow.steps
+    found: StepBase | None = None
+    for segment in parsed.segments:
+        if isinstance(segment, BranchSegment):
+            if not isinstance(found, MapStep):
+                return None
+            steps = found.body
+            continue
+        found = next((step for step in steps if step.id == segment.step_id), None)
+        if found is None:
+            return None
+    return found
+
+
+def unfinished_sub_runs(state: RunState) -> list[str]:
+    """Sub-runs this run started and has not seen finish: ``workflow`` steps and
+    ``start_workflow`` calls in flight."""
+    found = [
+        record.sub_run_id
+        for record in state.steps.values()
+        if record.sub_run_id is not None and record.status != "completed"
+    ]
+    for session in state.sessions.values():
+        for call in session.calls.values():
+            arguments = call.detail.get("arguments")
+            if not call.done and call.kind == "tool" and isinstance(arguments, dict):
+                sub_run_id = arguments.get("subRunId")
+                if isinstance(sub_run_id, str):
+                    found.append(sub_run_id)
+    return found

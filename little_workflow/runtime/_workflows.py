@@ -32,6 +32,7 @@ from pydantic import ValidationError
 from little_workflow.codec import JsonValue, sha256_digest
 from little_workflow.errors import ConfigError, CorruptDataError, LwirError
 from little_workflow.lwir import (
+    AgentStep,
     MapStep,
     Step,
     StepBase,
@@ -60,6 +61,9 @@ class WorkflowVersion:
     version_id: str
     #: ``workflow:`` reference text → the resolved sub-workflow.
     children: Mapping[str, WorkflowVersion] = field(default_factory=dict)
+    #: The file it was loaded from, when it was (to find its references again, on
+    #: resume, for the capability manifest of an orchestrator).
+    source: str | None = None
     #: Step identities computed so far, by ``id()`` of the step model (see ``identity``).
     _identities: dict[int, str] = field(default_factory=dict, compare=False, repr=False)
 
@@ -91,12 +95,21 @@ class WorkflowVersion:
             ) from None
 
 
-def _sub_workflow_steps(steps: tuple[Step, ...]) -> Iterator[SubWorkflowStep]:
+def _workflow_references(steps: tuple[Step, ...]) -> Iterator[tuple[str, str]]:
+    """``(reference, step id)`` of every workflow a step may run: ``workflow`` steps, and
+    the workflows an orchestrator may start."""
     for step in steps:
         if isinstance(step, SubWorkflowStep):
-            yield step
+            yield step.workflow, step.id
+        elif isinstance(step, AgentStep):
+            for reference in step.workflows:
+                yield reference, step.id
         elif isinstance(step, MapStep):
-            yield from _sub_workflow_steps(step.body)
+            yield from _workflow_references(step.body)
+
+
+def _is_file(reference: str) -> bool:
+    return reference.endswith((".json", ".yaml", ".yml")) or "/" in reference
 
 
 def _version_id(digest: str, children: Mapping[str, WorkflowVersion]) -> str:
@@ -143,40 +156,48 @@ class WorkflowCatalog:
         if len(stack) >= _MAX_DEPTH:
             raise ConfigError(f"sub-workflows nest deeper than {_MAX_DEPTH}: {label}")
         children: dict[str, WorkflowVersion] = {}
-        for step in _sub_workflow_steps(workflow.steps):
-            if step.workflow in children:
+        for reference, step_id in _workflow_references(workflow.steps):
+            if reference in children:
                 continue
-            if step.is_file:
-                if source is None:
-                    raise ConfigError(
-                        f"workflow {workflow.name!r} step {step.id!r} names the file "
-                        f"{step.workflow!r}, but the workflow was not loaded from a file; "
-                        "register the sub-workflow by name instead"
-                    )
-                path = (source.parent / step.workflow).resolve()
-                try:
-                    child = load_workflow(path)
-                except LwirError as exc:
-                    raise ConfigError(
-                        f"sub-workflow {step.workflow!r} of {label}: {exc}", code=exc.code
-                    ) from exc
-                children[step.workflow] = self._resolve(child, path, stack=(*stack, label))
-            else:
-                registered = self._registered.get(step.workflow)
-                if registered is None:
-                    known = ", ".join(sorted(self._registered)) or "none"
-                    raise ConfigError(
-                        f"{label} step {step.id!r} names workflow {step.workflow!r}, which is "
-                        f"not registered (registered: {known})"
-                    )
-                children[step.workflow] = self._resolve(registered, None, stack=(*stack, label))
+            child, child_source = self.find(reference, source, where=f"{label} step {step_id!r}")
+            children[reference] = self._resolve(child, child_source, stack=(*stack, label))
         digest = definition_hash(workflow)
         return WorkflowVersion(
             workflow=workflow,
             definition_hash=digest,
             version_id=_version_id(digest, children),
             children=children,
+            source=None if source is None else str(source),
         )
+
+    def find(
+        self, reference: str, source: Path | None, *, where: str
+    ) -> tuple[Workflow, Path | None]:
+        """The workflow ``reference`` names now: a file next to ``source``, or a registered name.
+
+        ``where`` names the referring step in errors.
+        """
+        if _is_file(reference):
+            if source is None:
+                raise ConfigError(
+                    f"{where} names the file {reference!r}, but its workflow was not loaded "
+                    "from a file; register the sub-workflow by name instead"
+                )
+            path = (source.parent / reference).resolve()
+            try:
+                return load_workflow(path), path
+            except LwirError as exc:
+                raise ConfigError(
+                    f"{where}: sub-workflow {reference!r}: {exc}", code=exc.code
+                ) from exc
+        registered = self._registered.get(reference)
+        if registered is None:
+            known = ", ".join(sorted(self._registered)) or "none"
+            raise ConfigError(
+                f"{where} names workflow {reference!r}, which is not registered "
+                f"(registered: {known})"
+            )
+        return registered, None
 
     async def _store(self, version: WorkflowVersion) -> None:
         for child in version.children.values():
@@ -186,6 +207,7 @@ class WorkflowCatalog:
             "format": _RECORD_FORMAT,
             "definition": canonical_definition(version.workflow),
             "refs": {ref: child.version_id for ref, child in version.children.items()},
+            "source": version.source,
         }
         existing = await self._kv.get(key)
         if existing != record:
@@ -233,11 +255,13 @@ class WorkflowCatalog:
         found = _version_id(digest, children)
         if found != version_id:
             raise CorruptDataError(f"stored workflow {key!r} hashes to {found}: it was altered")
+        source = record.get("source")
         version = WorkflowVersion(
             workflow=workflow,
             definition_hash=digest,
             version_id=version_id,
             children=children,
+            source=source if isinstance(source, str) else None,
         )
         self._loaded[version_id] = version
         return version

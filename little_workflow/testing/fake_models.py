@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import importlib
 import json
 import os
 import signal
@@ -441,6 +442,14 @@ class FakeModelServer:
 
 
 def _load_script(path: str, index_by: Literal["call", "turn"]) -> Script:
+    if ":" in path and not Path(path).exists():
+        # ``package.module:attr``: a script function (or a list of replies) in Python,
+        # for scripts that answer by what the request says (which session, which turn).
+        module_name, _, attribute = path.partition(":")
+        target: Any = importlib.import_module(module_name)
+        for name in attribute.split("."):
+            target = getattr(target, name)
+        return target if isinstance(target, Script) else Script(target, index_by=index_by)
     data = json.loads(Path(path).read_text(encoding="utf-8"))
     if isinstance(data, dict):
         index_by = data.get("index_by", index_by)
@@ -458,7 +467,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
-    parser.add_argument("--script", required=True, help="a JSON file of replies")
+    parser.add_argument(
+        "--script", required=True, help="a JSON file of replies, or package.module:attr"
+    )
     parser.add_argument("--count-file", help="append one line per request here")
     parser.add_argument("--api-key-env", help="require the key held by this variable")
     parser.add_argument("--echo-credentials", action="store_true")

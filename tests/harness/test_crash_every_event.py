@@ -1,0 +1,154 @@
+"""Layer C under fire: kill the process after every event commit of an agent run; resume.
+
+An orchestrator starts a sub-workflow whose worker calls two tools. The model is served
+over HTTP by a fake server in its own process, which counts requests in a file; the
+tools count their calls in another. For every N from 1 to the run's event count, a
+child process runs the workflow and dies right after its N-th commit; another resumes
+it. Each resume must end with the uncrashed run's output, and the counts kept outside
+the dying processes must show that only the one call in flight at the crash was made
+again: model requests = committed responses + at most 1, tool calls likewise.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from little_workflow.runtime import CRASH_ENV, CRASH_EXIT_CODE
+
+REPO = Path(__file__).resolve().parents[2]
+WORKFLOW = REPO / "tests" / "harness" / "flows" / "orchestrate.yaml"
+INPUT = json.dumps({"who": "Ada"})
+
+
+@pytest.fixture
+def model_server(tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    """The fake model server, a separate process; (its URL, its request-count file)."""
+    counts = tmp_path / "model-requests"
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "little_workflow.testing.fake_models",
+            "--script",
+            "tests.harness.flows:script",
+            "--count-file",
+            str(counts),
+        ],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert server.stdout is not None
+    url = server.stdout.readline().strip()
+    assert url.startswith("http://127.0.0.1:"), url
+    try:
+        yield url, counts
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+        server.stdout.close()
+
+
+def cli(
+    data_dir: Path, url: str, tool_calls: Path, *args: str, crash: int | None = None
+) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "LW_TEST_MODEL_URL": url, "LW_TEST_TOOL_CALLS": str(tool_calls)}
+    env.pop(CRASH_ENV, None)
+    if crash is not None:
+        env[CRASH_ENV] = str(crash)
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "little_workflow",
+            "--data-dir",
+            str(data_dir),
+            "--setup",
+            "tests.harness.flows:setup",
+            *args,
+        ],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def lines(path: Path) -> int:
+    return len(path.read_text().splitlines()) if path.exists() else 0
+
+
+def log_counts(data_dir: Path) -> dict[str, int]:
+    conn = sqlite3.connect(data_dir / "little-workflow.db")
+    try:
+        rows = conn.execute("SELECT type, COUNT(*) FROM events GROUP BY type").fetchall()
+    finally:
+        conn.close()
+    return dict(rows)
+
+
+@pytest.mark.slow
+def test_crash_at_every_event_boundary_of_an_agent_run(
+    tmp_path: Path, model_server: tuple[str, Path]
+) -> None:
+    url, requests = model_server
+    reference_dir, reference_tools = tmp_path / "reference", tmp_path / "reference-tools"
+    reference = cli(
+        reference_dir,
+        url,
+        reference_tools,
+        "run",
+        str(WORKFLOW),
+        "--input",
+        INPUT,
+        "--run-id",
+        "run_orch",
+    )
+    assert reference.returncode == 0, reference.stderr
+    expected = json.loads(reference.stdout)
+    assert expected == 'Shortlist ready: {"verdict": "Ada scores 70"}'
+    counts = log_counts(reference_dir)
+    total_events = sum(counts.values())
+    # The orchestrator's two turns and the worker's three, each one request; two tools.
+    assert counts["harness.model.responded"] == 5
+    assert lines(requests) == 5
+    assert lines(reference_tools) == counts["harness.tool_call.succeeded"] - 1 == 2
+
+    for n in range(1, total_events + 1):
+        data_dir, tools = tmp_path / f"crash-{n:03d}", tmp_path / f"tools-{n:03d}"
+        before = lines(requests)
+        crashed = cli(
+            data_dir,
+            url,
+            tools,
+            "run",
+            str(WORKFLOW),
+            "--input",
+            INPUT,
+            "--run-id",
+            "run_orch",
+            crash=n,
+        )
+        assert crashed.returncode == CRASH_EXIT_CODE, (n, crashed.stderr)
+        resumed = cli(data_dir, url, tools, "resume", "run_orch")
+        assert resumed.returncode == 0, (n, resumed.stderr)
+        assert json.loads(resumed.stdout) == expected, n
+
+        final = log_counts(data_dir)
+        assert final["harness.model.responded"] == 5, n
+        made = lines(requests) - before
+        assert 5 <= made <= 5 + 1, (n, made)
+        # start_workflow is a tool call too, but it runs a sub-run rather than a tool.
+        assert final["harness.tool_call.succeeded"] == 3, n
+        assert 2 <= lines(tools) <= 2 + 1, (n, lines(tools))
+        assert final["RunCompleted"] == 2, n
