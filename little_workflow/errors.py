@@ -36,6 +36,7 @@ errors (``sqlite3``, ``psycopg``, ``OSError``) are translated at the boundary wi
     ├── CapabilityDriftError                 capability_drift (resume refused: config changed)
     ├── ToolCallError                        tool_call_failed (a tool raised; told to the model)
     ├── RecordedFailure                      recorded_failure (a recorded failure, replayed)
+    ├── PlannerError                         planner_gave_up (no valid workflow in its turns)
     ├── LockTimeoutError                     lock_timeout
     ├── MemoMismatchError                    memo_identity_mismatch
     └── RunFailedError                       run_failed (carries ``cause_code``)
@@ -69,6 +70,7 @@ __all__ = [
     "LwirValidationError",
     "MemoMismatchError",
     "ModelProviderError",
+    "PlannerError",
     "Problem",
     "RecordedFailure",
     "RunFailedError",
@@ -435,6 +437,12 @@ class RecordedFailure(LittleWorkflowError):
     def __init__(self, message: str, *, error_code: str) -> None:
         super().__init__(message)
         self.error_code = error_code
+
+
+class PlannerError(LittleWorkflowError):
+    """A planner session ended without a valid workflow (its turns ran out)."""
+
+    code = "planner_gave_up"
 
 
 class LockTimeoutError(LittleWorkflowError):

@@ -49,6 +49,7 @@ def test_public_names_are_pinned() -> None:
         "MapStep",
         "MemoMismatchError",
         "ModelProviderError",
+        "PlannerError",
         "OutputStep",
         "ReplayResult",
         "RetryPolicy",

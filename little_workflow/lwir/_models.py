@@ -255,16 +255,38 @@ class ToolStep(_ActionStep):
 
 
 class SubWorkflowStep(_ActionStep):
-    """Runs another workflow as a sub-run (its own run and log); its output is the step's."""
+    """Runs another workflow as a sub-run (its own run and log); its output is the step's.
+
+    The workflow is named (``workflow``: a registered name or a relative file), or given
+    as a document computed by the run (``definition``: a template, such as a planner's
+    output), which is validated and pinned when the step starts.
+    """
 
     kind: Literal["workflow"] = "workflow"
     #: A registered workflow name, or a relative ``.json``/``.yaml``/``.yml`` file path
     #: (resolved against the referring file's directory; no ``..``, not absolute).
-    workflow: StrictStr
+    workflow: StrictStr | None = None
+    #: An LWIR document, usually ``${steps.<planner>.output}``; instead of ``workflow``.
+    definition: JsonValue = None
+
+    @model_validator(mode="after")
+    def _one_source(self) -> SubWorkflowStep:
+        if (self.workflow is None) == (self.definition is None):
+            raise ValueError("give exactly one of workflow (a name or file) and definition")
+        return self
+
+    def template_values(self) -> list[tuple[str, JsonValue]]:
+        """The ``with`` arguments, and ``definition`` when given."""
+        values = super().template_values()
+        if self.definition is not None:
+            values.append(("definition", self.definition))
+        return values
 
     @field_validator("workflow")
     @classmethod
-    def _workflow(cls, value: str) -> str:
+    def _workflow(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
         if value.endswith(_WORKFLOW_FILE_SUFFIXES) or "/" in value:
             parts = value.split("/")
             if not all(_PATH_PART_RE.fullmatch(part) and ".." not in part for part in parts):
@@ -284,7 +306,8 @@ class SubWorkflowStep(_ActionStep):
     @property
     def is_file(self) -> bool:
         """Whether ``workflow`` names a file rather than a registered workflow."""
-        return self.workflow.endswith(_WORKFLOW_FILE_SUFFIXES) or "/" in self.workflow
+        reference = self.workflow or ""
+        return reference.endswith(_WORKFLOW_FILE_SUFFIXES) or "/" in reference
 
 
 class AgentStep(_ActionStep):

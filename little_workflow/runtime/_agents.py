@@ -20,16 +20,28 @@ from little_workflow.codec import JsonValue
 from little_workflow.errors import (
     ConfigError,
     InvalidValueError,
+    LwirError,
+    PlannerError,
     StorageError,
     ToolArgumentsError,
 )
 from little_workflow.events import HarnessSessionCompleted, HarnessSessionStarted
 from little_workflow.harness._agent import agent
+from little_workflow.harness._context import Context, Item, run_append_pipeline
+from little_workflow.harness._graph import (
+    GraphStep,
+    call_model,
+    loop,
+    run_code,
+    run_tool_calls,
+    sequence,
+)
 from little_workflow.harness._harness import AgentHarness, ToolHook, Toolset
 from little_workflow.harness._manifest import drift_error, manifest_hash
 from little_workflow.harness._tools import tool
+from little_workflow.harness.models import Message
 from little_workflow.ids import new_id
-from little_workflow.lwir import AgentStep
+from little_workflow.lwir import AgentStep, canonical_definition, parse_workflow
 from little_workflow.runtime._sessions import SessionRecorder, agent_manifest
 from little_workflow.runtime._workflows import WorkflowVersion
 
@@ -37,6 +49,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from little_workflow.runtime._execution import RunExecution, Scope, _Site
+    from little_workflow.runtime._runtime import Runtime
 
 __all__ = ["START_WORKFLOW", "run_agent_step", "scratch_dir"]
 
@@ -72,6 +85,107 @@ def _parse_json_answer(answer: Any, path: str) -> JsonValue:
             f"agent {path!r} was asked for JSON but answered {answer[:200]!r}: {exc}"
         ) from exc
     return value
+
+
+PLANNER_PREAMBLE = """\
+You are a planner. You turn a goal into a workflow, written in LWIR: a JSON document
+{"lwir": 1, "name": "<name>", "steps": [...]} whose steps run from the first one on.
+Step kinds (every step has an "id", unique, made of letters, digits, "_" and "-"):
+- {"id", "kind": "tool", "tool": "<tool name>", "with": {arguments}}: one tool call;
+- {"id", "kind": "agent", "slot": "<model slot>", "prompt": "<text>", "tools": [names]}:
+  a model that may call tools until it answers;
+- {"id", "kind": "workflow", "workflow": "<registered workflow name>", "with": {input}};
+- {"id", "kind": "map", "items": "${...a list...}", "key": "<item field>", "body": [steps]}:
+  its body once per item ("${item}" is the item);
+- {"id", "kind": "output", "value": <the result>}: the end; one at the top level.
+Strings may refer to earlier results: "${input.<field>}", "${steps.<id>.output}".
+Answer with the workflow as one JSON object and nothing else."""
+
+
+def _answer_json(ctx: Context) -> tuple[Any, str | None]:
+    """The last answer parsed as JSON: ``(value, None)``, or ``(None, problem)``."""
+    last = ctx.items.last_assistant()
+    if last is None or not last.content:
+        return None, "the answer was empty"
+    try:
+        return _parse_json_answer(last.content, "planner"), None
+    except InvalidValueError as exc:
+        return None, exc.message
+
+
+def _check_plan(ctx: Context, _input: object) -> JsonValue:
+    """After each planner turn: accept a valid workflow, or tell the model what is wrong."""
+    last = ctx.items.last_assistant()
+    if last is None or last.tool_calls:
+        return {"valid": False}
+    document, problem = _answer_json(ctx)
+    if problem is None:
+        try:
+            workflow = parse_workflow(document, source="your workflow")
+        except LwirError as exc:
+            problem = exc.message
+        else:
+            return {"valid": True, "plan": canonical_definition(workflow)}
+    feedback = (
+        f"That is not a valid workflow: {problem}\n"
+        "Answer again with the corrected workflow as one JSON object."
+    )
+    run_append_pipeline(ctx, [Item(message=Message(role="user", content=feedback))])
+    return {"valid": False, "problem": problem}
+
+
+def _plan_accepted(_ctx: Context, output: Any) -> bool:
+    return isinstance(output, dict) and output.get("valid") is True
+
+
+def _final_plan(ctx: Context, _input: object) -> JsonValue:
+    """The planner's output: its last answer, which ``_check_plan`` accepted, as LWIR."""
+    document, problem = _answer_json(ctx)
+    if problem is None:
+        try:
+            return canonical_definition(parse_workflow(document, source="the plan"))
+        except LwirError as exc:
+            problem = exc.message
+    raise PlannerError(f"the planner gave no valid workflow in its turns: {problem}")
+
+
+def _planner_graph(step: AgentStep) -> GraphStep:
+    return sequence(
+        [
+            loop(
+                [
+                    call_model(step.slot, tools=step.tools),
+                    run_tool_calls(),
+                    run_code(_check_plan, id="check"),
+                ],
+                until=_plan_accepted,
+                max_iterations=step.max_turns,
+                id="turns",
+            ),
+            run_code(_final_plan, id="plan"),
+        ],
+        id="planner",
+    )
+
+
+def _planner_instructions(runtime: Runtime, instructions: str | None) -> str:
+    parts = [PLANNER_PREAMBLE]
+    tools = list(runtime.toolset.registry)
+    if tools:
+        parts.append("Tools:\n" + "\n".join(f"- {each.name}: {each.description}" for each in tools))
+    workflows = runtime.registered_workflows()
+    if workflows:
+        parts.append(
+            "Registered workflows:\n"
+            + "\n".join(
+                f"- {each.name}: {each.description or '(no description)'}" for each in workflows
+            )
+        )
+    if runtime.model_slots:
+        parts.append("Model slots: " + ", ".join(sorted(runtime.model_slots)))
+    if instructions:
+        parts.append(instructions)
+    return "\n\n".join(parts)
 
 
 def _orchestrator_toolset(execution: RunExecution, step: AgentStep, path: str) -> Toolset:
@@ -160,12 +274,16 @@ async def run_agent_step(
     )
     scratch = scratch_dir(execution, path)
     toolset, tool_names = runtime.toolset, step.tools
+    graph: GraphStep = agent(slot=step.slot, tools=tool_names, max_turns=step.max_turns)
     if step.role == "orchestrator":
         toolset = _orchestrator_toolset(execution, step, path)
-        tool_names = (*step.tools, START_WORKFLOW)
+        graph = agent(slot=step.slot, tools=(*step.tools, START_WORKFLOW), max_turns=step.max_turns)
+    elif step.role == "planner":
+        instructions = _planner_instructions(runtime, instructions)
+        graph = _planner_graph(step)
     harness = AgentHarness(
         name=f"{execution.run_id}/{path}",
-        agent_graph=agent(slot=step.slot, tools=tool_names, max_turns=step.max_turns),
+        agent_graph=graph,
         model_slots=runtime.model_slots,
         tools=toolset,
     )
@@ -179,7 +297,9 @@ async def run_agent_step(
             id=f"{execution.run_id}/{path}", instructions=instructions, cwd=str(scratch)
         )
         answer = await harness.execute(ctx, prompt, recorder=recorder)
-        return _parse_json_answer(answer, path) if step.output == "json" else answer
+        if step.output == "json" and step.role != "planner":
+            return _parse_json_answer(answer, path)
+        return answer
 
     result, _ = await execution._attempts(step, site, call)
     await execution.append(

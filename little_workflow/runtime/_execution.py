@@ -33,6 +33,7 @@ from little_workflow.errors import (
     CorruptDataError,
     InvalidStepPathError,
     InvalidValueError,
+    LwirError,
     MemoMismatchError,
     RunFailedError,
     TemplateError,
@@ -65,6 +66,7 @@ from little_workflow.lwir import (
     ToolStep,
     branch_key,
     effective_next,
+    parse_workflow,
     render,
 )
 from little_workflow.runtime._agents import run_agent_step
@@ -593,9 +595,37 @@ class RunExecution:
         await self.append([self._completed(step, site, results)], sync=True)
         return results
 
+    async def _dynamic_workflow(
+        self, step: SubWorkflowStep, path: str, scope: Scope
+    ) -> WorkflowVersion:
+        """Validate, resolve and pin the workflow a ``definition`` evaluates to."""
+        definition = self._render(step.definition, scope, step, path, "definition")
+        if not isinstance(definition, dict):
+            raise _StepFailure(
+                "invalid_workflow",
+                f"step {path!r}: definition evaluated to {type(definition).__name__}, "
+                "not an LWIR document",
+                path=path,
+                step_id=step.id,
+            )
+        try:
+            workflow = parse_workflow(definition, source=f"the definition of step {path!r}")
+            version = self.runtime.catalog.resolve(workflow)
+            self.runtime.check_callables(version)
+        except LwirError as exc:
+            raise _StepFailure("invalid_workflow", str(exc), path=path, step_id=step.id) from exc
+        except ConfigError as exc:
+            raise _StepFailure(
+                "runtime_config_error", str(exc), path=path, step_id=step.id
+            ) from exc
+        return await self.runtime.catalog.store(version)
+
     async def _sub_run(self, step: SubWorkflowStep, site: _Site, scope: Scope) -> JsonValue:
         path = site.text
-        child = self.version.child(step.workflow)
+        if step.workflow is not None:
+            child = self.version.child(step.workflow)
+        else:
+            child = await self._dynamic_workflow(step, path, scope)
         arguments = self._render(dict(step.with_), scope, step, path, "with")
         record = self.state.steps.get(path)
         sub_run_id = record.sub_run_id if record is not None else None

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -33,11 +34,14 @@ from little_workflow.lwir import (
     DecisionStep,
     ExecuteStep,
     MapStep,
+    OutputStep,
     Step,
+    SubWorkflowStep,
     ToolStep,
     Workflow,
     definition_hash,
     load_workflow,
+    parse_workflow,
 )
 from little_workflow.runtime._datadir import DataDir
 from little_workflow.runtime._execution import RunExecution
@@ -224,11 +228,79 @@ class Runtime:
         version = self.catalog.resolve(model, source=source)
         # Before anything is stored: a workflow naming a function or tool that is not
         # there changes nothing on disk.
-        self._check_callables(version)
+        self.check_callables(version)
         version = await self.catalog.store(version)
         run_id = new_id("run") if run_id is None else validate_id(run_id, what="run id")
         async with self._locked(run_id):
             return await self._start_or_continue(version, run_input, run_id, None, None)
+
+    async def run_goal(
+        self,
+        goal: str,
+        input: Mapping[str, object] | None = None,
+        *,
+        planner_slot: str,
+        run_id: str | None = None,
+        max_turns: int = 4,
+        instructions: str | None = None,
+    ) -> RunResult:
+        """Plan a workflow for ``goal`` and run it with ``input``, as one durable run.
+
+        The run has two steps: a planner session (its model turns recorded, its answer
+        validated, invalid workflows sent back with the errors, ``max_turns`` times at
+        most) and a sub-run of the workflow it produced. A kill anywhere resumes from the
+        last committed model turn or step; the plan, once committed, is never redone.
+        """
+        data = dict(input or {})
+        workflow = Workflow(
+            name="goal",
+            description="A planned workflow, run.",
+            steps=(
+                AgentStep(
+                    id="plan",
+                    role="planner",
+                    slot=planner_slot,
+                    instructions=instructions,
+                    prompt="Goal: ${input.goal}\nThe workflow's input: ${input.data}",
+                    max_turns=max_turns,
+                ),
+                SubWorkflowStep(
+                    id="run",
+                    definition="${steps.plan.output}",
+                    with_={key: f"${{input.data[{json.dumps(key)}]}}" for key in data},
+                ),
+                OutputStep(id="out", value="${steps.run.output}"),
+            ),
+        )
+        return await self.run(workflow, {"goal": goal, "data": data}, run_id=run_id)
+
+    async def plan(
+        self,
+        goal: str,
+        *,
+        planner_slot: str,
+        input_example: Mapping[str, object] | None = None,
+        run_id: str | None = None,
+        max_turns: int = 4,
+    ) -> Workflow:
+        """Compile ``goal`` into a validated LWIR workflow (a durable planner run)."""
+        workflow = Workflow(
+            name="plan",
+            steps=(
+                AgentStep(
+                    id="plan",
+                    role="planner",
+                    slot=planner_slot,
+                    prompt="Goal: ${input.goal}\nThe workflow's input: ${input.data}",
+                    max_turns=max_turns,
+                ),
+                OutputStep(id="out", value="${steps.plan.output}"),
+            ),
+        )
+        result = await self.run(
+            workflow, {"goal": goal, "data": dict(input_example or {})}, run_id=run_id
+        )
+        return parse_workflow(cast(dict[str, object], result.output), source="the plan")
 
     async def resume(self, run_id: str) -> RunResult:
         """Continue ``run_id`` from the end of its log (a finished run returns its result)."""
@@ -295,7 +367,7 @@ class Runtime:
         retry_failed: bool = False,
     ) -> JsonValue:
         """Start or continue a sub-run (used by ``workflow`` steps); return its output."""
-        self._check_callables(version)
+        self.check_callables(version)
         async with self._locked(run_id):
             result = await self._start_or_continue(
                 version, input, run_id, parent_run_id, parent_step_path, retry_failed=retry_failed
@@ -310,7 +382,7 @@ class Runtime:
         path = Path(workflow).absolute()
         return load_workflow(path), path
 
-    def _check_callables(self, version: WorkflowVersion) -> None:
+    def check_callables(self, version: WorkflowVersion) -> None:
         """Fail before anything is written if a step names a function or tool we lack."""
         for step in _steps(version.workflow.steps):
             if isinstance(step, ExecuteStep | DecisionStep):
@@ -321,7 +393,11 @@ class Runtime:
                 resolve_slot(self.model_slots, step.slot)
                 self._check_tools(version, step.id, step.tools)
         for child in version.children.values():
-            self._check_callables(child)
+            self.check_callables(child)
+
+    def registered_workflows(self) -> list[Workflow]:
+        """The workflows registered by name, in registration order."""
+        return list(self._registered.values())
 
     def available_workflows(self, version: WorkflowVersion, step: AgentStep) -> dict[str, str]:
         """An orchestrator's workflows as they are now: name → definition hash.
@@ -445,7 +521,7 @@ class Runtime:
         # here and in the sub-runs it would resume, must find the configuration it
         # started with.
         await self._check_drift(state, version)
-        self._check_callables(version)
+        self.check_callables(version)
         execution = RunExecution(self, version, state, retrying=reason == "retry")
         await execution.append([RunResumed(reason=reason, pid=os.getpid())], sync=False)
         return await self._drive(execution)

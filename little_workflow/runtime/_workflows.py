@@ -100,7 +100,8 @@ def _workflow_references(steps: tuple[Step, ...]) -> Iterator[tuple[str, str]]:
     the workflows an orchestrator may start."""
     for step in steps:
         if isinstance(step, SubWorkflowStep):
-            yield step.workflow, step.id
+            if step.workflow is not None:
+                yield step.workflow, step.id
         elif isinstance(step, AgentStep):
             for reference in step.workflows:
                 yield reference, step.id
