@@ -199,7 +199,8 @@ class HistoryLayer:
         """The item log's messages (the last ``window`` of them)."""
         messages = ctx.items.messages
         if self.window is not None and len(messages) > self.window:
-            messages = messages[-self.window :]
+            # Not ``[-window:]``: a window of 0 would keep everything.
+            messages = messages[len(messages) - self.window :]
             while messages and messages[0].role == "tool":
                 messages = messages[1:]
         return messages

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from little_workflow.codec import JsonValue, check_json_value
-from little_workflow.errors import LittleWorkflowError, ToolCallError
+from little_workflow.errors import LittleWorkflowError, ToolArgumentsError, ToolCallError
 from little_workflow.harness._context import Context, Item, default_layers, run_append_pipeline
 from little_workflow.harness._graph import (
     CallModel,
@@ -81,6 +81,10 @@ class GraphRun:
         self.ctx = ctx
         self.recorder = recorder
         self.input = input
+        #: The tools offered by the model call that gave the last answer (``None``: all).
+        #: A tool call the model makes outside them is refused like an unknown tool: a
+        #: step offering a few tools must not reach every tool of the harness.
+        self.offered: tuple[str, ...] | None = None
 
     async def run_step(self, step: GraphStep, path: str) -> JsonValue:
         """Run ``step`` at ``path``."""
@@ -113,6 +117,7 @@ class GraphRun:
 
         value = await run_unit(self.recorder, unit, compute)
         response = ModelResponse.model_validate(value)
+        self.offered = step.tools
         run_append_pipeline(self.ctx, [Item(message=response.message, response_id=response.id)])
         return value
 
@@ -178,9 +183,16 @@ class GraphRun:
             execution_id=self.ctx.id, path=path, tool_call_id=tool_call_id, context=self.ctx
         )
 
+        offered = self.offered if tool_call_id is not None else None
+
         async def compute(detail: Mapping[str, JsonValue]) -> JsonValue:
             recorded_arguments = detail.get("arguments")
             try:
+                if offered is not None and name not in offered:
+                    raise ToolArgumentsError(
+                        f"unknown tool {name!r}; available: {', '.join(offered) or 'none'}",
+                        code="unknown_tool",
+                    )
                 if hook is not None:
                     result: JsonValue = await hook.run(detail, tool_context)
                 else:
@@ -204,14 +216,17 @@ class GraphRun:
                 self.recorder, unit, compute, prepare=None if hook is None else hook.prepare
             )
         except (ToolCallError, RecordedFailure) as exc:
-            message = Message(
-                role="tool",
-                tool_call_id=tool_call_id,
-                name=name,
-                content=exc.message,
-                is_error=True,
-            )
-            run_append_pipeline(self.ctx, [Item(message=message)])
+            if tool_call_id is not None:
+                # Only a call the model made is answered in the conversation: a tool
+                # message without its assistant call is refused by providers.
+                message = Message(
+                    role="tool",
+                    tool_call_id=tool_call_id,
+                    name=name,
+                    content=exc.message,
+                    is_error=True,
+                )
+                run_append_pipeline(self.ctx, [Item(message=message)])
             return {"error": {"code": exc.error_code, "message": exc.message}}
         if tool_call_id is not None:
             run_append_pipeline(

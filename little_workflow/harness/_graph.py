@@ -153,7 +153,7 @@ class InvokeTool:
         return {"name": self.name, "arguments": arguments}
 
     def run(self, graph: GraphRun, path: str) -> Awaitable[JsonValue]:
-        """Call (or replay) the tool; append its result to the item log."""
+        """Call (or replay) the tool; its result (or ``{"error": ...}``) is the output."""
         return graph.invoke_tool(self, path)
 
 

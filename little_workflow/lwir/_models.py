@@ -46,8 +46,10 @@ __all__ = [
     "STEP_KINDS",
     "TRUSTED_GRAPH",
     "AgentStep",
+    "DecisionAgent",
     "DecisionStep",
     "ExecuteStep",
+    "FixerPolicy",
     "MapStep",
     "OutputStep",
     "RetryPolicy",
@@ -158,6 +160,20 @@ class RetryPolicy(_Model):
         return any(name in wanted for name in error_names)
 
 
+class FixerPolicy(_Model):
+    """A fixer session consulted when the step fails for good (its retries used up).
+
+    The fixer model sees the step, its arguments and the error, and answers
+    ``{"action": "retry", "with": {corrected arguments}}`` (the step runs once more with
+    them) or ``{"action": "give_up", "reason": "..."}`` (the step fails as it would
+    have). At most ``maxFixes`` fixes per step visit.
+    """
+
+    slot: StrictStr
+    instructions: StrictStr | None = None
+    max_fixes: StrictInt = Field(default=1, ge=1, le=10)
+
+
 class StepBase(_Model):
     """Fields and graph behaviour shared by every step kind."""
 
@@ -229,6 +245,7 @@ class ExecuteStep(_ActionStep):
     kind: Literal["execute"] = "execute"
     #: ``package.module:function``, resolved through the runtime's registry.
     fn: StrictStr
+    fixer: FixerPolicy | None = None
 
     @field_validator("fn")
     @classmethod
@@ -242,6 +259,7 @@ class ToolStep(_ActionStep):
     kind: Literal["tool"] = "tool"
     #: The registered tool's name.
     tool: StrictStr
+    fixer: FixerPolicy | None = None
 
     @field_validator("tool")
     @classmethod
@@ -370,18 +388,32 @@ class AgentStep(_ActionStep):
         return values
 
 
+class DecisionAgent(_Model):
+    """A model that decides a ``decision`` step: a worker session that answers a route."""
+
+    slot: StrictStr
+    instructions: StrictStr | None = None
+    #: What to decide on (a template); the routes are listed for the model.
+    prompt: JsonValue = None
+    tools: tuple[StrictStr, ...] = ()
+    max_turns: StrictInt = Field(default=4, ge=1, le=MAX_TURNS)
+
+
 class DecisionStep(StepBase):
-    """Calls ``fn``, which returns a route name; the run goes on at that route's step.
+    """Calls ``fn`` (or asks ``agent``), which returns a route name; the run goes on there.
 
     A decision has ``routes`` instead of ``next``. With ``maxVisits > 1`` it may sit on
-    a loop (judge → revise → judge); each visit is its own durability unit.
+    a loop (judge → revise → judge); each visit is its own durability unit. An ``agent``
+    decision is a harness session (Layer C durable) that answers with a route name, or
+    with ``{"route": name, "output": value}``.
     """
 
     falls_through: ClassVar[bool] = False
     chooses_route: ClassVar[bool] = True
 
     kind: Literal["decision"] = "decision"
-    fn: StrictStr
+    fn: StrictStr | None = None
+    agent: DecisionAgent | None = None
     #: Route name (what ``fn`` returns) → step id in the same steps list.
     routes: dict[StrictStr, StrictStr] = Field(min_length=1)
     with_: dict[str, JsonValue] = Field(default_factory=dict, alias="with")
@@ -390,8 +422,14 @@ class DecisionStep(StepBase):
 
     @field_validator("fn")
     @classmethod
-    def _fn(cls, value: str) -> str:
-        return _check_fn(value)
+    def _fn(cls, value: str | None) -> str | None:
+        return None if value is None else _check_fn(value)
+
+    @model_validator(mode="after")
+    def _one_decider(self) -> DecisionStep:
+        if (self.fn is None) == (self.agent is None):
+            raise ValueError("give exactly one of fn (a function) and agent (a model)")
+        return self
 
     @field_validator("routes")
     @classmethod
@@ -405,8 +443,13 @@ class DecisionStep(StepBase):
         return [(f"routes.{name}", target) for name, target in self.routes.items()]
 
     def template_values(self) -> list[tuple[str, JsonValue]]:
-        """The ``with`` arguments."""
-        return [("with", dict(self.with_))]
+        """The ``with`` arguments, and the agent's prompt and instructions."""
+        values: list[tuple[str, JsonValue]] = [("with", dict(self.with_))]
+        if self.agent is not None:
+            values.append(("agent.prompt", self.agent.prompt))
+            if self.agent.instructions is not None:
+                values.append(("agent.instructions", self.agent.instructions))
+        return values
 
     @property
     def visit_limit(self) -> int:

@@ -1,11 +1,17 @@
-"""Running an LWIR ``agent`` step: one harness session, durable call by call (Layer C).
+"""Harness sessions of a run: agent steps, agent decisions, fixers (Layer C durable).
 
-The session's id is the step's path. Its manifest is recorded in
-``harness.session.started`` when it first starts and checked when it starts again after
-a crash; its calls are recorded by ``SessionRecorder``; ``harness.session.completed`` and
-the step's ``StepCompleted`` are committed together. A failed attempt (a provider that
-stayed down, say) is retried under the step's retry policy, and the retry replays every
-call the session already committed.
+Every session goes through ``run_session``: its id (an ``agent`` step's or a decision's
+path; ``<path>#fix[<n>]`` for a fixer), its capability manifest recorded in
+``harness.session.started`` the first time and compared the next (any difference is a
+``CapabilityDriftError``, before any call), its model and tool calls recorded by
+``SessionRecorder``, its working directory under ``runs/<runId>/harness/``. The callers
+commit ``harness.session.completed`` with what the session produced, together with the
+step's own ``StepCompleted`` where there is one.
+
+Roles: ``worker`` (the standard agent over the step's tools), ``orchestrator`` (also
+``start_workflow`` over its pinned workflows, each a sub-run whose id is recorded before
+it starts), ``planner`` (see ``_planner``), ``decider`` (a decision's agent, answering
+a route) and ``fixer`` (consulted when a step fails for good).
 """
 
 from __future__ import annotations
@@ -17,41 +23,38 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from little_workflow.codec import JsonValue
-from little_workflow.errors import (
-    ConfigError,
-    InvalidValueError,
-    LwirError,
-    PlannerError,
-    StorageError,
-    ToolArgumentsError,
-)
+from little_workflow.errors import ConfigError, InvalidValueError, StorageError, ToolArgumentsError
 from little_workflow.events import HarnessSessionCompleted, HarnessSessionStarted
 from little_workflow.harness._agent import agent
-from little_workflow.harness._context import Context, Item, run_append_pipeline
-from little_workflow.harness._graph import (
-    GraphStep,
-    call_model,
-    loop,
-    run_code,
-    run_tool_calls,
-    sequence,
-)
+from little_workflow.harness._graph import GraphStep
 from little_workflow.harness._harness import AgentHarness, ToolHook, Toolset
 from little_workflow.harness._manifest import drift_error, manifest_hash
 from little_workflow.harness._tools import tool
-from little_workflow.harness.models import Message
 from little_workflow.ids import new_id
-from little_workflow.lwir import AgentStep, canonical_definition, parse_workflow
-from little_workflow.runtime._sessions import SessionRecorder, agent_manifest
+from little_workflow.lwir import AgentStep, DecisionStep, StepBase
+from little_workflow.runtime._planner import (
+    parse_json_answer,
+    planner_graph,
+    planner_instructions,
+)
+from little_workflow.runtime._sessions import SessionRecorder, session_manifest
+from little_workflow.runtime._state import RunState
 from little_workflow.runtime._workflows import WorkflowVersion
 
 if TYPE_CHECKING:
     from pathlib import Path
 
     from little_workflow.runtime._execution import RunExecution, Scope, _Site
-    from little_workflow.runtime._runtime import Runtime
 
-__all__ = ["START_WORKFLOW", "run_agent_step", "scratch_dir"]
+__all__ = [
+    "START_WORKFLOW",
+    "decide_with_agent",
+    "fixer_decisions",
+    "run_agent_step",
+    "run_fixer",
+    "run_session",
+    "scratch_dir",
+]
 
 #: The orchestrator's built-in tool.
 START_WORKFLOW = "start_workflow"
@@ -71,121 +74,63 @@ def scratch_dir(execution: RunExecution, session_id: str) -> Path:
     return folder
 
 
-def _parse_json_answer(answer: Any, path: str) -> JsonValue:
-    if not isinstance(answer, str):
-        raise InvalidValueError(f"agent {path!r} gave no answer to read as JSON")
-    text = answer.strip()
-    fenced = re.fullmatch(r"```(?:json)?\s*(.*?)\s*```", text, re.DOTALL)
-    if fenced is not None:
-        text = fenced.group(1)
-    try:
-        value: JsonValue = json.loads(text)
-    except ValueError as exc:
-        raise InvalidValueError(
-            f"agent {path!r} was asked for JSON but answered {answer[:200]!r}: {exc}"
-        ) from exc
-    return value
+async def run_session(
+    execution: RunExecution,
+    *,
+    session_id: str,
+    step: StepBase,
+    role: str,
+    prompt: JsonValue,
+    instructions: str | None,
+    graph: GraphStep,
+    toolset: Toolset | None = None,
+) -> JsonValue:
+    """Run (or resume) one harness session of the run; its final answer.
 
-
-PLANNER_PREAMBLE = """\
-You are a planner. You turn a goal into a workflow, written in LWIR: a JSON document
-{"lwir": 1, "name": "<name>", "steps": [...]} whose steps run from the first one on.
-Step kinds (every step has an "id", unique, made of letters, digits, "_" and "-"):
-- {"id", "kind": "tool", "tool": "<tool name>", "with": {arguments}}: one tool call;
-- {"id", "kind": "agent", "slot": "<model slot>", "prompt": "<text>", "tools": [names]}:
-  a model that may call tools until it answers;
-- {"id", "kind": "workflow", "workflow": "<registered workflow name>", "with": {input}};
-- {"id", "kind": "map", "items": "${...a list...}", "key": "<item field>", "body": [steps]}:
-  its body once per item ("${item}" is the item);
-- {"id", "kind": "output", "value": <the result>}: the end; one at the top level.
-Strings may refer to earlier results: "${input.<field>}", "${steps.<id>.output}".
-Answer with the workflow as one JSON object and nothing else."""
-
-
-def _answer_json(ctx: Context) -> tuple[Any, str | None]:
-    """The last answer parsed as JSON: ``(value, None)``, or ``(None, problem)``."""
-    last = ctx.items.last_assistant()
-    if last is None or not last.content:
-        return None, "the answer was empty"
-    try:
-        return _parse_json_answer(last.content, "planner"), None
-    except InvalidValueError as exc:
-        return None, exc.message
-
-
-def _check_plan(ctx: Context, _input: object) -> JsonValue:
-    """After each planner turn: accept a valid workflow, or tell the model what is wrong."""
-    last = ctx.items.last_assistant()
-    if last is None or last.tool_calls:
-        return {"valid": False}
-    document, problem = _answer_json(ctx)
-    if problem is None:
-        try:
-            workflow = parse_workflow(document, source="your workflow")
-        except LwirError as exc:
-            problem = exc.message
-        else:
-            return {"valid": True, "plan": canonical_definition(workflow)}
-    feedback = (
-        f"That is not a valid workflow: {problem}\n"
-        "Answer again with the corrected workflow as one JSON object."
-    )
-    run_append_pipeline(ctx, [Item(message=Message(role="user", content=feedback))])
-    return {"valid": False, "problem": problem}
-
-
-def _plan_accepted(_ctx: Context, output: Any) -> bool:
-    return isinstance(output, dict) and output.get("valid") is True
-
-
-def _final_plan(ctx: Context, _input: object) -> JsonValue:
-    """The planner's output: its last answer, which ``_check_plan`` accepted, as LWIR."""
-    document, problem = _answer_json(ctx)
-    if problem is None:
-        try:
-            return canonical_definition(parse_workflow(document, source="the plan"))
-        except LwirError as exc:
-            problem = exc.message
-    raise PlannerError(f"the planner gave no valid workflow in its turns: {problem}")
-
-
-def _planner_graph(step: AgentStep) -> GraphStep:
-    return sequence(
-        [
-            loop(
-                [
-                    call_model(step.slot, tools=step.tools),
-                    run_tool_calls(),
-                    run_code(_check_plan, id="check"),
-                ],
-                until=_plan_accepted,
-                max_iterations=step.max_turns,
-                id="turns",
-            ),
-            run_code(_final_plan, id="plan"),
-        ],
-        id="planner",
-    )
-
-
-def _planner_instructions(runtime: Runtime, instructions: str | None) -> str:
-    parts = [PLANNER_PREAMBLE]
-    tools = list(runtime.toolset.registry)
-    if tools:
-        parts.append("Tools:\n" + "\n".join(f"- {each.name}: {each.description}" for each in tools))
-    workflows = runtime.registered_workflows()
-    if workflows:
-        parts.append(
-            "Registered workflows:\n"
-            + "\n".join(
-                f"- {each.name}: {each.description or '(no description)'}" for each in workflows
-            )
+    The manifest is the one ``session_manifest`` computes for ``step`` and ``role``, so
+    the drift check at resume and this one agree.
+    """
+    runtime = execution.runtime
+    manifest = session_manifest(runtime, execution.version, step, role)
+    if manifest is None:
+        raise ConfigError(f"step {step.id!r} has no {role} session")
+    digest = manifest_hash(manifest)
+    recorded = execution.state.sessions.get(session_id)
+    if recorded is not None and recorded.manifest_hash not in (None, digest):
+        error = drift_error(run_id=execution.run_id, role=role, old=recorded.manifest, new=manifest)
+        if error is not None:
+            raise error
+    if recorded is None or recorded.manifest_hash is None:
+        started = HarnessSessionStarted(
+            session_id=session_id,
+            role=role,
+            step_path=execution_path(session_id),
+            manifest=manifest,
+            manifest_hash=digest,
         )
-    if runtime.model_slots:
-        parts.append("Model slots: " + ", ".join(sorted(runtime.model_slots)))
-    if instructions:
-        parts.append(instructions)
-    return "\n\n".join(parts)
+        await execution.append([started], sync=False)
+    harness = AgentHarness(
+        name=f"{execution.run_id}/{session_id}",
+        agent_graph=graph,
+        model_slots=runtime.model_slots,
+        tools=toolset or runtime.toolset,
+    )
+    ctx = harness.create_context(
+        id=f"{execution.run_id}/{session_id}",
+        instructions=instructions,
+        cwd=str(scratch_dir(execution, session_id)),
+    )
+    recorder = SessionRecorder(execution.writer, execution.state, session_id)
+    return await harness.execute(ctx, prompt, recorder=recorder)
+
+
+def execution_path(session_id: str) -> str:
+    """The step path a session belongs to (a fixer's id adds ``#fix[<n>]`` to it)."""
+    return session_id.split("#", 1)[0]
+
+
+def _text(value: JsonValue) -> str:
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
 def _orchestrator_toolset(execution: RunExecution, step: AgentStep, path: str) -> Toolset:
@@ -254,51 +199,35 @@ async def run_agent_step(
     execution: RunExecution, step: AgentStep, site: _Site, scope: Scope
 ) -> JsonValue:
     """Run (or resume) the step's session; commit its output with the step's completion."""
-    runtime, path = execution.runtime, site.text
+    path = site.text
     prompt = execution._render(step.prompt, scope, step, path, "prompt")
     instructions: str | None = None
     if step.instructions is not None:
-        rendered = execution._render(step.instructions, scope, step, path, "instructions")
-        instructions = rendered if isinstance(rendered, str) else json.dumps(rendered)
-    manifest = agent_manifest(runtime, step, runtime.available_workflows(execution.version, step))
-    digest = manifest_hash(manifest)
-    recorded = execution.state.sessions.get(path)
-    if recorded is not None and recorded.manifest_hash not in (None, digest):
-        error = drift_error(
-            run_id=execution.run_id, role=step.role, old=recorded.manifest, new=manifest
+        instructions = _text(
+            execution._render(step.instructions, scope, step, path, "instructions")
         )
-        if error is not None:
-            raise error
-    started = HarnessSessionStarted(
-        session_id=path, role=step.role, step_path=path, manifest=manifest, manifest_hash=digest
-    )
-    scratch = scratch_dir(execution, path)
-    toolset, tool_names = runtime.toolset, step.tools
-    graph: GraphStep = agent(slot=step.slot, tools=tool_names, max_turns=step.max_turns)
+    toolset: Toolset | None = None
+    graph: GraphStep = agent(slot=step.slot, tools=step.tools, max_turns=step.max_turns)
     if step.role == "orchestrator":
         toolset = _orchestrator_toolset(execution, step, path)
         graph = agent(slot=step.slot, tools=(*step.tools, START_WORKFLOW), max_turns=step.max_turns)
     elif step.role == "planner":
-        instructions = _planner_instructions(runtime, instructions)
-        graph = _planner_graph(step)
-    harness = AgentHarness(
-        name=f"{execution.run_id}/{path}",
-        agent_graph=graph,
-        model_slots=runtime.model_slots,
-        tools=toolset,
-    )
-    recorder = SessionRecorder(execution.writer, execution.state, path)
+        instructions = planner_instructions(execution.runtime, instructions)
+        graph = planner_graph(step.slot, step.tools, step.max_turns)
 
-    async def call(_attempt: int) -> JsonValue:
-        session = execution.state.sessions.get(path)
-        if session is None or session.manifest_hash is None:
-            await execution.append([started], sync=False)
-        ctx = harness.create_context(
-            id=f"{execution.run_id}/{path}", instructions=instructions, cwd=str(scratch)
+    async def call(_attempt: int, _arguments: object) -> JsonValue:
+        answer = await run_session(
+            execution,
+            session_id=path,
+            step=step,
+            role=step.role,
+            prompt=prompt,
+            instructions=instructions,
+            graph=graph,
+            toolset=toolset,
         )
-        answer = await harness.execute(ctx, prompt, recorder=recorder)
         if step.output == "json" and step.role != "planner":
-            return _parse_json_answer(answer, path)
+            return parse_json_answer(answer, f"agent {path!r}")
         return answer
 
     result, _ = await execution._attempts(step, site, call)
@@ -310,3 +239,117 @@ async def run_agent_step(
         sync=True,
     )
     return result
+
+
+DECIDER_PREAMBLE = """\
+You decide which way a workflow goes on. Answer with exactly one of these route names:
+{routes}
+or with {{"route": "<route name>", "output": <anything worth passing on>}}."""
+
+
+async def decide_with_agent(
+    execution: RunExecution, step: DecisionStep, site: _Site, scope: Scope
+) -> JsonValue:
+    """One attempt of an agent decision: its answer (a route name, or route + output).
+
+    The caller records ``harness.session.completed`` with the step's completion.
+    """
+    decider = step.agent
+    assert decider is not None
+    path = site.text
+    prompt = execution._render(decider.prompt, scope, step, path, "agent.prompt")
+    routes = "\n".join(f"- {name}" for name in step.routes)
+    instructions = DECIDER_PREAMBLE.format(routes=routes)
+    if decider.instructions is not None:
+        own = execution._render(decider.instructions, scope, step, path, "agent.instructions")
+        instructions = f"{_text(own)}\n\n{instructions}"
+    answer = await run_session(
+        execution,
+        session_id=path,
+        step=step,
+        role="decider",
+        prompt=prompt,
+        instructions=instructions,
+        graph=agent(slot=decider.slot, tools=decider.tools, max_turns=decider.max_turns),
+    )
+    text = answer.strip() if isinstance(answer, str) else answer
+    if isinstance(text, str) and text in step.routes:
+        return text
+    try:
+        return parse_json_answer(text, f"decision {path!r}")
+    except InvalidValueError:
+        return text
+
+
+FIXER_PREAMBLE = """\
+You are a fixer. A workflow step failed for good: its retries are used up. You see the
+step, the arguments it was called with and the error. If corrected arguments would make
+it succeed, answer {"action": "retry", "with": {<the corrected arguments>}}; otherwise
+answer {"action": "give_up", "reason": "<why>"}. Answer with that JSON object only."""
+
+
+def fixer_decisions(state: RunState, step_path: str) -> list[dict[str, JsonValue]]:
+    """The decisions of the fixer sessions of ``step_path`` that completed, in order."""
+    return [
+        session.output
+        for session in state.sessions.values()
+        if session.role == "fixer"
+        and session.step_path == step_path
+        and session.completed
+        and isinstance(session.output, dict)
+    ]
+
+
+def _decision(answer: Any) -> dict[str, JsonValue]:
+    try:
+        value = parse_json_answer(answer, "the fixer")
+    except InvalidValueError as exc:
+        return {"action": "give_up", "reason": f"the fixer's answer was not a decision: {exc}"}
+    if isinstance(value, dict) and value.get("action") == "retry":
+        corrected = value.get("with")
+        if isinstance(corrected, dict):
+            return {"action": "retry", "with": corrected}
+    if isinstance(value, dict) and value.get("action") == "give_up":
+        reason = value.get("reason")
+        return {"action": "give_up", "reason": reason if isinstance(reason, str) else ""}
+    return {"action": "give_up", "reason": f"the fixer's answer was not a decision: {value!r}"}
+
+
+async def run_fixer(
+    execution: RunExecution,
+    step: StepBase,
+    site: _Site,
+    *,
+    arguments: Mapping[str, JsonValue] | None,
+    error_code: str,
+    message: str,
+) -> dict[str, JsonValue]:
+    """Consult the step's fixer (a durable session); its decision, recorded.
+
+    The session id is ``<step path>#fix[<n>]``, ``n`` counting the step's completed
+    fixes, so each consultation is its own session and a resume finds the one in flight.
+    """
+    fixer = getattr(step, "fixer", None)
+    assert fixer is not None
+    path = site.text
+    session_id = f"{path}#fix[{len(fixer_decisions(execution.state, path))}]"
+    instructions = FIXER_PREAMBLE + (f"\n\n{fixer.instructions}" if fixer.instructions else "")
+    prompt: JsonValue = {
+        "step": step.model_dump(mode="json", by_alias=True, exclude_defaults=True),
+        "arguments": dict(arguments) if arguments is not None else None,
+        "error": {"code": error_code, "message": message},
+    }
+    answer = await run_session(
+        execution,
+        session_id=session_id,
+        step=step,
+        role="fixer",
+        prompt=prompt,
+        instructions=instructions,
+        graph=agent(slot=fixer.slot, tools=(), max_turns=1),
+    )
+    decision = _decision(answer)
+    await execution.append(
+        [HarnessSessionCompleted(session_id=session_id, output=decision)], sync=True
+    )
+    return decision

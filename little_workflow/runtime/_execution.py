@@ -41,6 +41,7 @@ from little_workflow.errors import (
 from little_workflow.events import (
     Event,
     HarnessExecuteStepSucceeded,
+    HarnessSessionCompleted,
     HarnessToolCallFailed,
     HarnessToolCallStarted,
     HarnessToolCallSucceeded,
@@ -69,7 +70,12 @@ from little_workflow.lwir import (
     parse_workflow,
     render,
 )
-from little_workflow.runtime._agents import run_agent_step
+from little_workflow.runtime._agents import (
+    decide_with_agent,
+    fixer_decisions,
+    run_agent_step,
+    run_fixer,
+)
 from little_workflow.runtime._functions import StepContext, invoke
 from little_workflow.runtime._state import RunState, scope_key
 from little_workflow.runtime._workflows import WorkflowVersion
@@ -81,6 +87,8 @@ if TYPE_CHECKING:
 __all__ = ["RunExecution"]
 
 Scope = dict[str, Any]
+#: A step's rendered arguments (its ``with``), or ``None`` for a step without them.
+Arguments = dict[str, JsonValue] | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -337,18 +345,28 @@ class RunExecution:
         self,
         step: ExecuteStep | DecisionStep | ToolStep | AgentStep,
         site: _Site,
-        call: Callable[[int], Awaitable[Any]],
+        call: Callable[[int, Arguments], Awaitable[Any]],
         *,
-        started: Callable[[int], list[Event]] = lambda attempt: [],
+        arguments: Arguments = None,
+        started: Callable[[int, Arguments], list[Event]] = lambda attempt, arguments: [],
         failed: Callable[[int, BaseException], list[Event]] = lambda attempt, exc: [],
     ) -> tuple[JsonValue, int]:
-        """Run attempts under the step's retry policy; return the result and its attempt."""
+        """Run attempts under the step's retry policy; return the result and its attempt.
+
+        ``call(attempt, arguments)`` makes one attempt. When the step fails for good and
+        has a fixer, the fixer may hand back corrected arguments for one more attempt.
+        """
         policy = step.retry
         path = site.text
         while True:
             record = self.state.steps.get(path)
             attempt = (record.attempts if record else 0) + 1
             failures = record.failures if record else 0
+            fixes = fixer_decisions(self.state, path)
+            current = arguments
+            if fixes and fixes[-1].get("action") == "retry":
+                corrected = fixes[-1].get("with")
+                current = dict(corrected) if isinstance(corrected, dict) else arguments
             await self.append(
                 [
                     StepAttemptStarted(
@@ -358,12 +376,12 @@ class RunExecution:
                         attempt=attempt,
                         visit=site.visit,
                     ),
-                    *started(attempt),
+                    *started(attempt, current),
                 ],
                 sync=False,
             )
             try:
-                result = await call(attempt)
+                result = await call(attempt, current)
                 # dumps, not check_json_value: it also refuses strings that are not valid
                 # Unicode (a lone surrogate), which would otherwise fail the commit below
                 # with an untyped error and leave the run unrecorded.
@@ -392,6 +410,13 @@ class RunExecution:
                     ],
                     sync=False,
                 )
+                fixer = getattr(step, "fixer", None)
+                if not will_retry and fixer is not None and len(fixes) < fixer.max_fixes:
+                    decision = await run_fixer(
+                        self, step, site, arguments=current, error_code=code, message=str(exc)
+                    )
+                    if decision.get("action") == "retry":
+                        continue
                 if not will_retry:
                     cause = (
                         "invalid_output" if isinstance(exc, InvalidValueError) else "step_failed"
@@ -424,7 +449,19 @@ class RunExecution:
         if record is not None and record.has_execute_result:
             # Committed before a crash, but not yet completed: complete it, do not call again.
             result = record.execute_result
+        elif isinstance(step, DecisionStep) and step.agent is not None:
+
+            def decide(_attempt: int, _arguments: Arguments) -> Awaitable[Any]:
+                return decide_with_agent(self, step, site, scope)
+
+            result, _ = await self._attempts(step, site, decide)
+            chosen, decided = self._route(step, path, result)
+            events.append(HarnessSessionCompleted(session_id=path, output=result))
+            events.append(self._completed(step, site, decided, chosen))
+            await self.append(events, sync=True)
+            return decided, chosen
         else:
+            assert step.fn is not None
             try:
                 function, takes_ctx = self.runtime.functions.resolve(step.fn)
             except ConfigError as exc:
@@ -434,10 +471,12 @@ class RunExecution:
             arguments = self._render(dict(step.with_), scope, step, path, "with")
             assert isinstance(arguments, dict)
 
-            def call(attempt: int) -> Awaitable[Any]:
-                return invoke(function, takes_ctx, arguments, self._context(step, site, attempt))
+            def call(attempt: int, current: Arguments) -> Awaitable[Any]:
+                return invoke(
+                    function, takes_ctx, current or {}, self._context(step, site, attempt)
+                )
 
-            result, attempt = await self._attempts(step, site, call)
+            result, attempt = await self._attempts(step, site, call, arguments=arguments)
             events.append(
                 HarnessExecuteStepSucceeded(step_path=path, attempt=attempt, result=result)
             )
@@ -489,16 +528,16 @@ class RunExecution:
         def call_id(attempt: int) -> str:
             return f"attempt[{attempt}]"
 
-        def call(attempt: int) -> Awaitable[Any]:
-            return tool.invoke(arguments, ctx=self._context(step, site, attempt))
+        def call(attempt: int, current: Arguments) -> Awaitable[Any]:
+            return tool.invoke(current or {}, ctx=self._context(step, site, attempt))
 
-        def started(attempt: int) -> list[Event]:
+        def started(attempt: int, current: Arguments) -> list[Event]:
             return [
                 HarnessToolCallStarted(
                     session_id=path,
                     call_id=call_id(attempt),
                     tool_name=step.tool,
-                    arguments=arguments,
+                    arguments=current,
                 )
             ]
 
@@ -512,7 +551,9 @@ class RunExecution:
                 )
             ]
 
-        result, attempt = await self._attempts(step, site, call, started=started, failed=failed)
+        result, attempt = await self._attempts(
+            step, site, call, arguments=arguments, started=started, failed=failed
+        )
         await self.append(
             [
                 HarnessToolCallSucceeded(session_id=path, call_id=call_id(attempt), result=result),

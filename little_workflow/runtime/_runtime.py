@@ -47,7 +47,7 @@ from little_workflow.runtime._datadir import DataDir
 from little_workflow.runtime._execution import RunExecution
 from little_workflow.runtime._faults import CrashAfterEvents
 from little_workflow.runtime._functions import FunctionRegistry
-from little_workflow.runtime._sessions import agent_manifest, step_at, unfinished_sub_runs
+from little_workflow.runtime._sessions import session_manifest, step_at, unfinished_sub_runs
 from little_workflow.runtime._state import RunState, fold
 from little_workflow.runtime._workflows import WorkflowCatalog, WorkflowVersion
 from little_workflow.storage import EventLog, ManagedStorage, Store, StoreSpec, open_store
@@ -385,11 +385,16 @@ class Runtime:
     def check_callables(self, version: WorkflowVersion) -> None:
         """Fail before anything is written if a step names a function or tool we lack."""
         for step in _steps(version.workflow.steps):
-            if isinstance(step, ExecuteStep | DecisionStep):
+            if isinstance(step, DecisionStep) and step.agent is not None:
+                resolve_slot(self.model_slots, step.agent.slot)
+                self._check_tools(version, step.id, step.agent.tools)
+            elif isinstance(step, ExecuteStep | DecisionStep) and step.fn is not None:
                 self.functions.resolve(step.fn)
             elif isinstance(step, ToolStep):
                 self._check_tools(version, step.id, (step.tool,))
-            elif isinstance(step, AgentStep):
+            if isinstance(step, ExecuteStep | ToolStep) and step.fixer is not None:
+                resolve_slot(self.model_slots, step.fixer.slot)
+            if isinstance(step, AgentStep):
                 resolve_slot(self.model_slots, step.slot)
                 self._check_tools(version, step.id, step.tools)
         for child in version.children.values():
@@ -532,9 +537,9 @@ class Runtime:
             if session.completed or session.manifest_hash is None or session.step_path is None:
                 continue
             step = step_at(version.workflow, session.step_path)
-            if not isinstance(step, AgentStep):
+            manifest = None if step is None else session_manifest(self, version, step, session.role)
+            if manifest is None:
                 continue
-            manifest = agent_manifest(self, step, self.available_workflows(version, step))
             if manifest_hash(manifest) != session.manifest_hash:
                 error = drift_error(
                     run_id=state.run_id, role=session.role, old=session.manifest, new=manifest

@@ -36,6 +36,7 @@ from little_workflow.harness._recorder import Recorded, Unit
 from little_workflow.lwir import (
     AgentStep,
     BranchSegment,
+    DecisionStep,
     MapStep,
     Step,
     StepBase,
@@ -46,9 +47,10 @@ from little_workflow.runtime._state import RunState
 
 if TYPE_CHECKING:
     from little_workflow.runtime._runtime import Runtime
+    from little_workflow.runtime._workflows import WorkflowVersion
     from little_workflow.runtime._writer import RunWriter
 
-__all__ = ["SessionRecorder", "agent_manifest", "step_at", "unfinished_sub_runs"]
+__all__ = ["SessionRecorder", "session_manifest", "step_at", "unfinished_sub_runs"]
 
 
 def _error_code(exc: BaseException) -> str:
@@ -183,24 +185,34 @@ class SessionRecorder:
         )
 
 
-def agent_manifest(
-    runtime: Runtime, step: AgentStep, workflows: Mapping[str, str]
-) -> dict[str, JsonValue]:
-    """The capability manifest of ``step``'s session with the runtime's configuration now.
+def session_manifest(
+    runtime: Runtime, version: WorkflowVersion, step: StepBase, role: str
+) -> dict[str, JsonValue] | None:
+    """The capability manifest of ``step``'s ``role`` session, with the configuration now.
 
-    ``workflows`` maps the names an orchestrator may start to their definition hashes.
-    A slot that is not configured has the id ``None`` (a drift, not a crash).
+    ``None`` if the step has no such session. A slot or tool that is not configured shows
+    as ``(missing)``: a drift to report, not a crash.
     """
-    slot = runtime.model_slots.get(step.slot)
+    workflows: dict[str, str] = {}
+    if isinstance(step, AgentStep) and role == step.role:
+        slot_name, tools = step.slot, step.tools
+        if role == "orchestrator":
+            workflows = runtime.available_workflows(version, step)
+    elif isinstance(step, DecisionStep) and step.agent is not None and role == "decider":
+        slot_name, tools = step.agent.slot, step.agent.tools
+    elif role == "fixer" and getattr(step, "fixer", None) is not None:
+        slot_name, tools = step.fixer.slot, ()  # type: ignore[attr-defined]
+    else:
+        return None
+    slot = runtime.model_slots.get(slot_name)
     registry = runtime.toolset.registry
-    tools = {
-        name: (registry.get(name).schema_hash if name in registry else "(missing)")
-        for name in step.tools
-    }
     return build_manifest(
-        role=step.role,
+        role=role,
         model_slot_id=slot.slot_id if slot is not None else "(missing)",
-        tools=tools,
+        tools={
+            name: (registry.get(name).schema_hash if name in registry else "(missing)")
+            for name in tools
+        },
         available_workflows=list(workflows.items()),
     )
 

@@ -52,8 +52,8 @@ def test_missing_and_unknown_fields() -> None:
     decision = {"id": "j", "kind": "decision", "fn": "p:j", "routes": {"a": "done"}, "next": "done"}
     assert problems(doc(decision, OUTPUT)) == [
         'steps[0].next: unknown field "next" for a decision step; a decision goes on through '
-        '"routes" instead of "next" (allowed: description, fn, id, kind, maxVisits, retry, '
-        "routes, with)"
+        '"routes" instead of "next" (allowed: agent, description, fn, id, kind, maxVisits, '
+        "retry, routes, with)"
     ]
     assert problems(doc(OUTPUT, colour="red")) == [
         'colour: unknown field "colour" for a workflow (allowed: description, input, lwir, '
