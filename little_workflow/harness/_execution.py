@@ -95,27 +95,38 @@ class GraphRun:
     async def call_model(self, step: CallModel, path: str) -> JsonValue:
         """Make or replay one model call; append the answer to the item log."""
         slot = resolve_slot(self.harness.model_slots, step.slot)
-        request = ModelRequest(
-            model=slot.model,
-            messages=tuple(self.ctx.render()),
-            tools=tuple(self.harness.tools.specs(step.tools)),
-            temperature=step.temperature if step.temperature is not None else slot.temperature,
-            max_tokens=step.max_tokens if step.max_tokens is not None else slot.max_tokens,
-        )
-        unit = Unit(
-            path=path,
-            kind="model",
-            step_id=step.id,
-            identity=step_identity(step),
-            detail={"slot": step.slot, "request": request.model_dump(mode="json", by_alias=True)},
-        )
+        built: list[ModelRequest] = []
+
+        def request() -> ModelRequest:
+            # Built only when the call is made: a replayed call needs neither the request
+            # (the whole conversation so far) nor its JSON, which would make a resume's
+            # cost grow with the square of the conversation.
+            if not built:
+                temperature = step.temperature if step.temperature is not None else slot.temperature
+                built.append(
+                    ModelRequest(
+                        model=slot.model,
+                        messages=tuple(self.ctx.render()),
+                        tools=tuple(self.harness.tools.specs(step.tools)),
+                        temperature=temperature,
+                        max_tokens=step.max_tokens
+                        if step.max_tokens is not None
+                        else slot.max_tokens,
+                    )
+                )
+            return built[0]
+
+        unit = Unit(path=path, kind="model", step_id=step.id, identity=step_identity(step))
+
+        def prepare(_: Mapping[str, JsonValue]) -> Mapping[str, JsonValue]:
+            return {"slot": step.slot, "request": request().model_dump(mode="json", by_alias=True)}
 
         async def compute(_: Mapping[str, JsonValue]) -> JsonValue:
-            response = await slot.provider.complete(request)
+            response = await slot.provider.complete(request())
             value: JsonValue = response.model_dump(mode="json", by_alias=True)
             return value
 
-        value = await run_unit(self.recorder, unit, compute)
+        value = await run_unit(self.recorder, unit, compute, prepare=prepare)
         response = ModelResponse.model_validate(value)
         self.offered = step.tools
         run_append_pipeline(self.ctx, [Item(message=response.message, response_id=response.id)])

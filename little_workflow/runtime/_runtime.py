@@ -417,7 +417,10 @@ class Runtime:
             try:
                 found, _ = self.catalog.find(reference, source, where=f"step {step.id!r}")
             except ConfigError:
-                available[reference] = "(missing)"
+                # Named as the run pinned it (a file's name is inside the file), so only
+                # the hash shows as changed.
+                pinned = version.children.get(reference)
+                available[reference if pinned is None else pinned.name] = "(missing)"
                 continue
             available[found.name] = definition_hash(found)
         return available

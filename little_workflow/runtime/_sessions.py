@@ -110,18 +110,16 @@ class SessionRecorder:
         detail = unit.detail
         if unit.kind == "model":
             slot = detail.get("slot")
-            await self.writer.append(
-                [
-                    HarnessModelCalled(
-                        session_id=self.session_id,
-                        call_id=unit.path,
-                        slot=slot if isinstance(slot, str) else "",
-                        request=detail.get("request"),
-                        identity=unit.identity,
-                    )
-                ],
-                sync=False,
+            # model_construct: the request is a pydantic dump already, plain JSON; validating
+            # it again would walk the whole conversation on every call.
+            called = HarnessModelCalled.model_construct(
+                session_id=self.session_id,
+                call_id=unit.path,
+                slot=slot if isinstance(slot, str) else "",
+                request=detail.get("request"),
+                identity=unit.identity,
             )
+            await self.writer.append([called], sync=False)
         elif unit.kind == "tool":
             name = detail.get("name")
             await self.writer.append(
@@ -142,14 +140,10 @@ class SessionRecorder:
     async def succeeded(self, unit: Unit, value: JsonValue) -> None:
         """``harness.model.responded`` / ``harness.tool_call.succeeded``, fsynced."""
         if unit.kind == "model":
-            await self.writer.append(
-                [
-                    HarnessModelResponded(
-                        session_id=self.session_id, call_id=unit.path, response=value
-                    )
-                ],
-                sync=True,
+            responded = HarnessModelResponded.model_construct(
+                session_id=self.session_id, call_id=unit.path, response=value
             )
+            await self.writer.append([responded], sync=True)
         elif unit.kind == "tool":
             await self.writer.append(
                 [

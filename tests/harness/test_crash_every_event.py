@@ -1,6 +1,8 @@
 """Layer C under fire: kill the process after every event commit of an agent run; resume.
 
-An orchestrator starts a sub-workflow whose worker calls two tools. The model is served
+Two runs: an orchestrator starts a sub-workflow whose worker calls two tools; a planner
+compiles a goal into LWIR (its first answer invalid and sent back), then the planned
+workflow runs. The model is served
 over HTTP by a fake server in its own process, which counts requests in a file; the
 tools count their calls in another. For every N from 1 to the run's event count, a
 child process runs the workflow and dies right after its N-th commit; another resumes
@@ -24,8 +26,7 @@ import pytest
 from little_workflow.runtime import CRASH_ENV, CRASH_EXIT_CODE
 
 REPO = Path(__file__).resolve().parents[2]
-WORKFLOW = REPO / "tests" / "harness" / "flows" / "orchestrate.yaml"
-INPUT = json.dumps({"who": "Ada"})
+FLOWS = REPO / "tests" / "harness" / "flows"
 
 
 @pytest.fixture
@@ -97,58 +98,79 @@ def log_counts(data_dir: Path) -> dict[str, int]:
     return dict(rows)
 
 
+CASES = [
+    pytest.param(
+        "orchestrate.yaml",
+        {"who": "Ada"},
+        'Shortlist ready: {"verdict": "Ada scores 70"}',
+        # The orchestrator's two turns and the worker's three; two tools, and the
+        # orchestrator's start_workflow, a tool call too, that starts the sub-run.
+        {"harness.model.responded": 5, "harness.tool_call.succeeded": 3, "RunCompleted": 2},
+        2,
+        id="orchestrator",
+    ),
+    pytest.param(
+        "plan.yaml",
+        {"years": 4},
+        40,
+        # The planner's two turns (the first plan does not validate); the planned
+        # workflow's one tool step.
+        {"harness.model.responded": 2, "harness.tool_call.succeeded": 1, "RunCompleted": 2},
+        1,
+        id="planner",
+    ),
+]
+
+
 @pytest.mark.slow
+@pytest.mark.parametrize(("workflow", "run_input", "expected", "committed", "tools"), CASES)
 def test_crash_at_every_event_boundary_of_an_agent_run(
-    tmp_path: Path, model_server: tuple[str, Path]
+    tmp_path: Path,
+    model_server: tuple[str, Path],
+    workflow: str,
+    run_input: dict[str, object],
+    expected: object,
+    committed: dict[str, int],
+    tools: int,
 ) -> None:
     url, requests = model_server
+    path, data = str(FLOWS / workflow), json.dumps(run_input)
     reference_dir, reference_tools = tmp_path / "reference", tmp_path / "reference-tools"
     reference = cli(
-        reference_dir,
-        url,
-        reference_tools,
-        "run",
-        str(WORKFLOW),
-        "--input",
-        INPUT,
-        "--run-id",
-        "run_orch",
+        reference_dir, url, reference_tools, "run", path, "--input", data, "--run-id", "run_agent"
     )
     assert reference.returncode == 0, reference.stderr
-    expected = json.loads(reference.stdout)
-    assert expected == 'Shortlist ready: {"verdict": "Ada scores 70"}'
+    assert json.loads(reference.stdout) == expected
     counts = log_counts(reference_dir)
     total_events = sum(counts.values())
-    # The orchestrator's two turns and the worker's three, each one request; two tools.
-    assert counts["harness.model.responded"] == 5
-    assert lines(requests) == 5
-    assert lines(reference_tools) == counts["harness.tool_call.succeeded"] - 1 == 2
+    responses = committed["harness.model.responded"]
+    assert {key: counts[key] for key in committed} == committed
+    assert lines(requests) == responses
+    assert lines(reference_tools) == tools
 
     for n in range(1, total_events + 1):
-        data_dir, tools = tmp_path / f"crash-{n:03d}", tmp_path / f"tools-{n:03d}"
+        data_dir, tool_calls = tmp_path / f"crash-{n:03d}", tmp_path / f"tools-{n:03d}"
         before = lines(requests)
         crashed = cli(
             data_dir,
             url,
-            tools,
+            tool_calls,
             "run",
-            str(WORKFLOW),
+            path,
             "--input",
-            INPUT,
+            data,
             "--run-id",
-            "run_orch",
+            "run_agent",
             crash=n,
         )
         assert crashed.returncode == CRASH_EXIT_CODE, (n, crashed.stderr)
-        resumed = cli(data_dir, url, tools, "resume", "run_orch")
+        resumed = cli(data_dir, url, tool_calls, "resume", "run_agent")
         assert resumed.returncode == 0, (n, resumed.stderr)
         assert json.loads(resumed.stdout) == expected, n
-
+        # Committed once each, whatever the crash point...
         final = log_counts(data_dir)
-        assert final["harness.model.responded"] == 5, n
+        assert {key: final[key] for key in committed} == committed, n
+        # ...and only the one call in flight at the crash was made again.
         made = lines(requests) - before
-        assert 5 <= made <= 5 + 1, (n, made)
-        # start_workflow is a tool call too, but it runs a sub-run rather than a tool.
-        assert final["harness.tool_call.succeeded"] == 3, n
-        assert 2 <= lines(tools) <= 2 + 1, (n, lines(tools))
-        assert final["RunCompleted"] == 2, n
+        assert responses <= made <= responses + 1, (n, made)
+        assert tools <= lines(tool_calls) <= tools + 1, (n, lines(tool_calls))

@@ -49,10 +49,24 @@ def score(years: int) -> int:
     return years * 10
 
 
+INVALID_PLAN = {"lwir": 1, "name": "planned", "steps": [{"id": "s", "kind": "tool"}]}
+VALID_PLAN = {
+    "lwir": 1,
+    "name": "planned",
+    "steps": [
+        {"id": "s", "kind": "tool", "tool": "score", "with": {"years": "${input.years}"}},
+        {"id": "out", "kind": "output", "value": "${steps.s.output}"},
+    ],
+}
+
+
 def script(request: ModelRequest) -> Any:
     """Answers by who is asking (the model in the request) and how far the talk has got."""
     turns = sum(1 for message in request.messages if message.role == "assistant")
     last = request.messages[-1].content or ""
+    if request.model == "planner-model":
+        # A first plan that does not validate, then (told why) a good one.
+        return json.dumps(INVALID_PLAN if turns == 0 else VALID_PLAN)
     if request.model == "orchestrator-model":
         if turns == 0:
             return {
@@ -80,6 +94,7 @@ def setup() -> RuntimeSetup:
         model_slots={
             "orchestrator": ModelSlot(provider=provider, model="orchestrator-model"),
             "worker": ModelSlot(provider=provider, model="worker-model"),
+            "planner": ModelSlot(provider=provider, model="planner-model"),
         },
         tools=[lookup, score],
     )
