@@ -5,7 +5,8 @@ durable log ends: no completed step runs again, no model or tool call whose answ
 committed is paid for twice.
 
 The public API is re-exported here; sub-packages hold the layers: ``lwir`` (the
-workflow document), ``runtime`` (runs), ``durable`` (locks, memoization), ``storage``
+workflow document), ``runtime`` (runs), ``harness`` (agents: sessions, model slots,
+tools), ``durable`` (locks, memoization), ``storage``
 (KV stores and event logs), ``platform`` (process identity), and the data model
 (``errors``, ``ids``, ``codec``, ``events``).
 """
@@ -47,8 +48,10 @@ from little_workflow.errors import (
     ToolDefinitionError,
     UnknownEventTypeError,
 )
+from little_workflow.harness import AgentHarness, Context, ModelSlot, Tool, agent, tool
 from little_workflow.ids import new_id, validate_id
 from little_workflow.lwir import (
+    AgentStep,
     DecisionStep,
     ExecuteStep,
     MapStep,
@@ -66,6 +69,7 @@ from little_workflow.runtime import (
     RunResult,
     RunState,
     Runtime,
+    RuntimeSetup,
     StepContext,
 )
 from little_workflow.storage import (
@@ -82,9 +86,12 @@ from little_workflow.storage import (
 __version__ = "0.1.0.dev0"
 
 __all__ = [
+    "AgentHarness",
+    "AgentStep",
     "CapabilityDriftError",
     "ConfigError",
     "ConflictError",
+    "Context",
     "CorruptDataError",
     "DecisionStep",
     "EventLog",
@@ -106,6 +113,7 @@ __all__ = [
     "MapStep",
     "MemoMismatchError",
     "ModelProviderError",
+    "ModelSlot",
     "OutputStep",
     "PlannerError",
     "RecordedFailure",
@@ -116,6 +124,7 @@ __all__ = [
     "RunResult",
     "RunState",
     "Runtime",
+    "RuntimeSetup",
     "SchemaVersionError",
     "StepContext",
     "StorageAdapter",
@@ -125,6 +134,7 @@ __all__ = [
     "SubWorkflowStep",
     "TemplateError",
     "TemplateSyntaxError",
+    "Tool",
     "ToolArgumentsError",
     "ToolCallError",
     "ToolDefinitionError",
@@ -132,6 +142,7 @@ __all__ = [
     "UnknownEventTypeError",
     "Workflow",
     "__version__",
+    "agent",
     "canonical_json",
     "create_file_storage",
     "create_in_memory_event_log",
@@ -143,5 +154,6 @@ __all__ = [
     "open_storage",
     "parse_workflow",
     "sha256_digest",
+    "tool",
     "validate_id",
 ]

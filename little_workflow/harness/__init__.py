@@ -1,12 +1,101 @@
-"""Harness: the agent harness, its context, model slots, tools and sessions (Layer C).
+"""Harness: the agent harness, its context, the agent graph, model slots and tools.
 
-Work in progress: ``models`` (the conversation model and the providers) and the typed
-Python tools (``tool``, ``Tool``, ``ToolRegistry``) land first.
+``AgentHarness`` runs an agent graph (``agent()`` is the standard one) in a
+``Context``; ``Recorder`` is how it becomes durable (the runtime's Layer C recorder
+writes a run's sessions to its log). ``models`` holds the provider-neutral conversation
+model and the providers. See ``docs/harness.md``.
 """
 
 from __future__ import annotations
 
+from little_workflow.harness._agent import agent, answered, final_answer
+from little_workflow.harness._context import (
+    AskUserPrompt,
+    Context,
+    ContextLayer,
+    HistoryLayer,
+    InstructionsLayer,
+    Item,
+    ItemLog,
+    ScratchpadLayer,
+    default_layers,
+    run_append_pipeline,
+)
+from little_workflow.harness._execution import GraphRun, ToolContext
+from little_workflow.harness._graph import (
+    Branch,
+    CallModel,
+    GraphStep,
+    InvokeTool,
+    Loop,
+    RunCode,
+    RunToolCalls,
+    SequenceStep,
+    Spawn,
+    branch,
+    call_model,
+    invoke_tool,
+    loop,
+    run_code,
+    run_tool_calls,
+    sequence,
+    spawn,
+    step_identity,
+)
+from little_workflow.harness._harness import AgentHarness, ToolHook, Toolset
+from little_workflow.harness._manifest import build_manifest, diff_manifests, manifest_hash
+from little_workflow.harness._recorder import NullRecorder, Recorded, Recorder, Unit, run_unit
+from little_workflow.harness._slots import ModelSlot
 from little_workflow.harness._tool_registry import ToolRegistry
 from little_workflow.harness._tools import Tool, tool
 
-__all__ = ["Tool", "ToolRegistry", "tool"]
+__all__ = [
+    "AgentHarness",
+    "AskUserPrompt",
+    "Branch",
+    "CallModel",
+    "Context",
+    "ContextLayer",
+    "GraphRun",
+    "GraphStep",
+    "HistoryLayer",
+    "InstructionsLayer",
+    "InvokeTool",
+    "Item",
+    "ItemLog",
+    "Loop",
+    "ModelSlot",
+    "NullRecorder",
+    "Recorded",
+    "Recorder",
+    "RunCode",
+    "RunToolCalls",
+    "ScratchpadLayer",
+    "SequenceStep",
+    "Spawn",
+    "Tool",
+    "ToolContext",
+    "ToolHook",
+    "ToolRegistry",
+    "Toolset",
+    "Unit",
+    "agent",
+    "answered",
+    "branch",
+    "build_manifest",
+    "call_model",
+    "default_layers",
+    "diff_manifests",
+    "final_answer",
+    "invoke_tool",
+    "loop",
+    "manifest_hash",
+    "run_append_pipeline",
+    "run_code",
+    "run_tool_calls",
+    "run_unit",
+    "sequence",
+    "spawn",
+    "step_identity",
+    "tool",
+]
