@@ -141,10 +141,18 @@ class GraphRun:
         if answer is None:
             return results
         identity = step_identity(step)
+        keys: set[str] = set()
         for call in answer.tool_calls:
+            # A model may repeat an id within one answer: each call still needs a path of
+            # its own, or the second would be handed the first one's recorded result.
+            key, repeat = call.id, 0
+            while key in keys:
+                repeat += 1
+                key = f"{call.id}#{repeat}"
+            keys.add(key)
             results.append(
                 await self._tool_call(
-                    path=indexed_path(path, call.id),
+                    path=indexed_path(path, key),
                     step_id=step.id,
                     identity=identity,
                     name=call.name,

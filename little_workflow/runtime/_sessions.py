@@ -242,7 +242,14 @@ def unfinished_sub_runs(state: RunState) -> list[str]:
     for session in state.sessions.values():
         for call in session.calls.values():
             arguments = call.detail.get("arguments")
-            if not call.done and call.kind == "tool" and isinstance(arguments, dict):
+            # Only start_workflow's ``subRunId`` is ours: another tool's arguments are the
+            # model's, and may name any run (or no valid id at all).
+            if (
+                not call.done
+                and call.kind == "tool"
+                and call.detail.get("name") == "start_workflow"
+                and isinstance(arguments, dict)
+            ):
                 sub_run_id = arguments.get("subRunId")
                 if isinstance(sub_run_id, str):
                     found.append(sub_run_id)
