@@ -6,7 +6,8 @@ Exit codes (stable, for scripts):
 0     success
 1     the run failed (stderr names its cause code)
 2     usage error (a bad option or argument)
-3     invalid input or configuration (a bad workflow file, id, input, store URL)
+3     invalid input or configuration (a bad workflow file, id, input, store URL; a
+      resume refused with ``CapabilityDriftError``)
 4     storage error (unreadable, corrupt or unavailable store)
 5     busy: another process holds the run's lock past ``--lock-timeout``
 70    internal error (a bug: please report it with ``--debug`` output)
@@ -34,6 +35,7 @@ import click
 
 from little_workflow import __version__
 from little_workflow.errors import (
+    CapabilityDriftError,
     ConfigError,
     InvalidInputError,
     LittleWorkflowError,
@@ -78,6 +80,11 @@ def execute(options: Options, work: Callable[[], Coroutine[Any, Any, T]]) -> T:
         _fail(f"run failed ({exc.cause_code}): {exc.message}", EXIT_RUN_FAILED)
     except LockTimeoutError as exc:
         _fail(f"{exc.code}: {exc.message}", EXIT_BUSY)
+    except CapabilityDriftError as exc:
+        # The seed's own form: the error's name, then its message, which already says
+        # what changed and the two ways out.
+        click.echo(f"CapabilityDriftError: {exc.message}", err=True)
+        sys.exit(EXIT_INVALID)
     except (InvalidInputError, ConfigError) as exc:
         if options.debug:
             traceback.print_exc()

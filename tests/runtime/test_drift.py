@@ -238,7 +238,7 @@ async def test_drift_after_a_real_kill_is_refused_by_the_command_line(tmp_path: 
     assert drifted.returncode == 3, drifted.stderr
     assert (
         drifted.stderr
-        == "error: capability_drift: "
+        == "CapabilityDriftError: "
         + drift_message("worker", '- workerModelSlotId: "worker-model" → "gpt-4o-mini"')
         + "\n"
     )
