@@ -36,8 +36,6 @@ import click
 from little_workflow import __version__
 from little_workflow.errors import (
     CapabilityDriftError,
-    ConfigError,
-    InvalidInputError,
     LittleWorkflowError,
     LockTimeoutError,
     RunFailedError,
@@ -70,42 +68,38 @@ def _fail(message: str, code: int) -> NoReturn:
     sys.exit(code)
 
 
-def execute(options: Options, work: Callable[[], Coroutine[Any, Any, T]]) -> T:
-    """Run ``work`` on a fresh event loop, turning library errors into one line and an exit code."""
-    try:
-        return asyncio.run(work())
-    except RunFailedError as exc:
-        if options.debug:
-            traceback.print_exc()
-        _fail(f"run failed ({exc.cause_code}): {exc.message}", EXIT_RUN_FAILED)
-    except LockTimeoutError as exc:
-        _fail(f"{exc.code}: {exc.message}", EXIT_BUSY)
-    except CapabilityDriftError as exc:
+def describe_error(exc: BaseException) -> tuple[str, int]:
+    """The one line a user sees for ``exc``, and the exit code (see the module docstring)."""
+    if isinstance(exc, RunFailedError):
+        return f"error: run failed ({exc.cause_code}): {exc.message}", EXIT_RUN_FAILED
+    if isinstance(exc, CapabilityDriftError):
         # The seed's own form: the error's name, then its message, which already says
         # what changed and the two ways out.
-        click.echo(f"CapabilityDriftError: {exc.message}", err=True)
-        sys.exit(EXIT_INVALID)
-    except (InvalidInputError, ConfigError) as exc:
-        if options.debug:
-            traceback.print_exc()
-        _fail(f"{exc.code}: {exc.message}", EXIT_INVALID)
-    except StorageError as exc:
-        if options.debug:
-            traceback.print_exc()
-        _fail(f"{exc.code}: {exc.message}", EXIT_STORAGE)
-    except LittleWorkflowError as exc:
-        if options.debug:
-            traceback.print_exc()
-        _fail(f"{exc.code}: {exc.message}", EXIT_INVALID)
+        return f"CapabilityDriftError: {exc.message}", EXIT_INVALID
+    if isinstance(exc, LockTimeoutError):
+        return f"error: {exc.code}: {exc.message}", EXIT_BUSY
+    if isinstance(exc, StorageError):
+        return f"error: {exc.code}: {exc.message}", EXIT_STORAGE
+    if isinstance(exc, LittleWorkflowError):
+        return f"error: {exc.code}: {exc.message}", EXIT_INVALID
+    return (
+        f"error: internal error: {type(exc).__name__}: {exc} (run with --debug for details)",
+        EXIT_INTERNAL,
+    )
+
+
+def execute(options: Options, work: Callable[[], Coroutine[Any, Any, T]]) -> T:
+    """Run ``work`` on a fresh event loop, turning errors into one line and an exit code."""
+    try:
+        return asyncio.run(work())
     except KeyboardInterrupt:
         _fail("interrupted; the run can be resumed", 130)
     except Exception as exc:
         if options.debug:
             traceback.print_exc()
-        _fail(
-            f"internal error: {type(exc).__name__}: {exc} (run with --debug for details)",
-            EXIT_INTERNAL,
-        )
+        message, code = describe_error(exc)
+        click.echo(message, err=True)
+        sys.exit(code)
 
 
 def print_json(value: Any) -> None:
