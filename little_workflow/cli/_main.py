@@ -15,8 +15,9 @@ Exit codes (stable, for scripts):
 
 Environment variables are read here and nowhere deeper: ``LITTLE_WORKFLOW_DATA_DIR``,
 ``LITTLE_WORKFLOW_STORE``, ``LITTLE_WORKFLOW_SETUP`` and, for crash tests,
-``LITTLE_WORKFLOW_CRASH_AFTER_EVENTS``. (Model providers read their API keys from the
-environment variables their slots name, when the setup builds them.)
+``LITTLE_WORKFLOW_CRASH_AFTER_EVENTS`` and ``LITTLE_WORKFLOW_FAULT``. (Model providers
+read their API keys from the environment variables their slots name, when the setup
+builds them.)
 """
 
 from __future__ import annotations
@@ -61,6 +62,7 @@ class Options:
     lock_timeout: float
     crash_after_events: int | None
     setup: str | None
+    faults: str | None
 
 
 def _fail(message: str, code: int) -> NoReturn:
@@ -159,7 +161,7 @@ def cli(
     debug: bool,
 ) -> None:
     """Durable execution for LLM-agent workflows."""
-    from little_workflow.runtime import CRASH_ENV
+    from little_workflow.runtime import CRASH_ENV, FAULT_ENV
 
     crash = os.environ.get(CRASH_ENV)
     if crash is not None and not crash.isdigit():
@@ -171,6 +173,7 @@ def cli(
         lock_timeout=lock_timeout,
         crash_after_events=int(crash) if crash else None,
         setup=setup or os.environ.get("LITTLE_WORKFLOW_SETUP") or None,
+        faults=os.environ.get(FAULT_ENV) or None,
     )
     # Like `python -m`, make modules in the current directory importable, so that a
     # workflow's `fn: mymodule:function` finds mymodule.py next to the user.
@@ -180,8 +183,9 @@ def cli(
 
 def main() -> None:
     """Run the command line."""
-    from little_workflow.cli import _demo, _runs
+    from little_workflow.cli import _demo, _loops, _runs
 
     _runs.register(cli)
+    _loops.register(cli)
     _demo.register(cli)
     cli()

@@ -19,6 +19,7 @@ def _runtime(options: Options) -> Any:
         store=options.store,
         lock_timeout=options.lock_timeout,
         crash_after_events=options.crash_after_events,
+        faults=options.faults,
         **extra,
     )
 

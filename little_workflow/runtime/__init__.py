@@ -7,8 +7,16 @@ into its ``RunState`` (the one reading of a log that the CLI and UI share).
 from __future__ import annotations
 
 from little_workflow.runtime._datadir import DataDir
-from little_workflow.runtime._faults import CRASH_ENV, CRASH_EXIT_CODE
+from little_workflow.runtime._faults import CRASH_ENV, CRASH_EXIT_CODE, FAULT_ENV
 from little_workflow.runtime._functions import StepContext
+from little_workflow.runtime._outer import (
+    Continue,
+    Cycle,
+    CycleRecord,
+    Done,
+    OuterLoopManifest,
+    OuterLoopOutcome,
+)
 from little_workflow.runtime._runtime import ReplayResult, RunResult, Runtime
 from little_workflow.runtime._setup import RuntimeSetup, load_setup
 from little_workflow.runtime._state import RunState, StepRecord, apply, fold
@@ -17,7 +25,14 @@ from little_workflow.runtime._workflows import WorkflowVersion
 __all__ = [
     "CRASH_ENV",
     "CRASH_EXIT_CODE",
+    "FAULT_ENV",
+    "Continue",
+    "Cycle",
+    "CycleRecord",
     "DataDir",
+    "Done",
+    "OuterLoopManifest",
+    "OuterLoopOutcome",
     "ReplayResult",
     "RunResult",
     "RunState",

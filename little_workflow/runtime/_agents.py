@@ -335,7 +335,11 @@ async def run_fixer(
     session_id = f"{path}#fix[{len(fixer_decisions(execution.state, path))}]"
     instructions = FIXER_PREAMBLE + (f"\n\n{fixer.instructions}" if fixer.instructions else "")
     prompt: JsonValue = {
-        "step": step.model_dump(mode="json", by_alias=True, exclude_defaults=True),
+        # The step as its document writes it: ``kind`` is a default, so dumped explicitly.
+        "step": {
+            "kind": step.kind,
+            **step.model_dump(mode="json", by_alias=True, exclude_defaults=True),
+        },
         "arguments": dict(arguments) if arguments is not None else None,
         "error": {"code": error_code, "message": message},
     }

@@ -11,6 +11,7 @@ each time.
 from __future__ import annotations
 
 import os
+import signal
 
 __all__ = ["CRASH_ENV", "CRASH_EXIT_CODE", "CrashAfterEvents"]
 
@@ -33,3 +34,37 @@ class CrashAfterEvents:
         self.count += events
         if self.count >= self.limit:
             os._exit(CRASH_EXIT_CODE)
+
+
+FAULT_ENV = "LITTLE_WORKFLOW_FAULT"
+
+
+class FaultPoints:
+    """Named fault points: ``SIGKILL`` this process when one is reached.
+
+    The spec (``Runtime(faults=...)``, or ``LITTLE_WORKFLOW_FAULT`` read by the CLI) is a
+    comma-separated list of ``name`` (die the first time) or ``name#n`` (die the n-th
+    time). Points are placed at the boundaries a crash test needs to hit exactly, such as
+    ``outer_loop.before_cycle`` (``pendingCycleRunId`` written, the cycle not started) and
+    ``outer_loop.after_supervise`` (``OuterLoopCycleCompleted`` committed, the manifest
+    not updated).
+    """
+
+    def __init__(self, spec: str | None) -> None:
+        self._targets: dict[str, int] = {}
+        self._seen: dict[str, int] = {}
+        for item in (spec or "").split(","):
+            name, _, count = item.strip().partition("#")
+            if name:
+                if count and not count.isdigit():
+                    raise ValueError(f"fault point {item!r}: write name or name#n")
+                self._targets[name] = int(count or 1)
+
+    def reached(self, name: str) -> None:
+        """Die now if ``name`` is a target and this is the time."""
+        target = self._targets.get(name)
+        if target is None:
+            return
+        self._seen[name] = self._seen.get(name, 0) + 1
+        if self._seen[name] == target:
+            os.kill(os.getpid(), signal.SIGKILL)

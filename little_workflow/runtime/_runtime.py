@@ -45,8 +45,15 @@ from little_workflow.lwir import (
 )
 from little_workflow.runtime._datadir import DataDir
 from little_workflow.runtime._execution import RunExecution
-from little_workflow.runtime._faults import CrashAfterEvents
+from little_workflow.runtime._faults import CrashAfterEvents, FaultPoints
 from little_workflow.runtime._functions import FunctionRegistry
+from little_workflow.runtime._outer import (
+    OuterLoopManifest,
+    OuterLoopOutcome,
+    Supervise,
+    run_outer_loop,
+)
+from little_workflow.runtime._outer import status as outer_loop_status
 from little_workflow.runtime._sessions import session_manifest, step_at, unfinished_sub_runs
 from little_workflow.runtime._state import RunState, fold
 from little_workflow.runtime._workflows import WorkflowCatalog, WorkflowVersion
@@ -103,7 +110,7 @@ class Runtime:
     and agents are offered (``Tool``s or typed callables, or a name → callable
     mapping); ``model_slots`` maps slot names to ``ModelSlot``s. ``sleep`` replaces
     ``asyncio.sleep`` for retry backoff (tests make it instant). ``crash_after_events``
-    is fault injection for crash tests (see ``_faults``).
+    and ``faults`` are fault injection for crash tests (see ``_faults``).
     """
 
     def __init__(
@@ -120,6 +127,7 @@ class Runtime:
         lock_timeout: float = 60.0,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         crash_after_events: int | None = None,
+        faults: str | None = None,
     ) -> None:
         self.data_dir = DataDir.at(data_dir)
         self._store_url = store
@@ -135,6 +143,7 @@ class Runtime:
         self.lock_timeout = lock_timeout
         self.sleep = sleep
         self.crash = None if crash_after_events is None else CrashAfterEvents(crash_after_events)
+        self.faults = FaultPoints(faults)
         self._store: Store | None = None
         self._catalog: WorkflowCatalog | None = None
 
@@ -211,8 +220,12 @@ class Runtime:
         input: object = None,
         *,
         run_id: str | None = None,
+        outer_loop: tuple[str, int] | None = None,
     ) -> RunResult:
         """Start a run of ``workflow`` (a model or a ``.json``/``.yaml`` file) with ``input``.
+
+        ``outer_loop`` is ``(outerLoopId, cycleNumber)`` for a cycle of an outer loop
+        (recorded in ``RunStarted``; see ``run_outer_loop``).
 
         ``input`` must be plain JSON (``InvalidValueError`` otherwise, before anything is
         written); it is typed ``object`` so that a ``dict[str, str]`` needs no cast.
@@ -232,7 +245,9 @@ class Runtime:
         version = await self.catalog.store(version)
         run_id = new_id("run") if run_id is None else validate_id(run_id, what="run id")
         async with self._locked(run_id):
-            return await self._start_or_continue(version, run_input, run_id, None, None)
+            return await self._start_or_continue(
+                version, run_input, run_id, None, None, outer_loop=outer_loop
+            )
 
     async def run_goal(
         self,
@@ -301,6 +316,37 @@ class Runtime:
             workflow, {"goal": goal, "data": dict(input_example or {})}, run_id=run_id
         )
         return parse_workflow(cast(dict[str, object], result.output), source="the plan")
+
+    async def run_outer_loop(
+        self,
+        workflow: Workflow | str | os.PathLike[str],
+        input: object = None,
+        *,
+        max_outer_cycles: int,
+        supervise: Supervise,
+        outer_loop_id: str | None = None,
+        timeout: float | None = None,
+    ) -> OuterLoopOutcome:
+        """Run ``workflow`` cycle after cycle until ``supervise()`` is done (Layer B).
+
+        See ``little_workflow.runtime._outer`` for the manifest, the order of writes and
+        what a resume requires. ``supervise(cycle)`` returns ``Done(final_output)`` or
+        ``Continue(summary)``, sync or async.
+        """
+        dumps(input, where="outer loop input")
+        return await run_outer_loop(
+            self,
+            workflow,
+            cast(JsonValue, input),
+            max_outer_cycles=max_outer_cycles,
+            supervise=supervise,
+            outer_loop_id=outer_loop_id,
+            timeout=timeout,
+        )
+
+    def outer_loop_status(self, outer_loop_id: str) -> OuterLoopManifest:
+        """The manifest of outer loop ``outer_loop_id``."""
+        return outer_loop_status(self, outer_loop_id)
 
     async def resume(self, run_id: str) -> RunResult:
         """Continue ``run_id`` from the end of its log (a finished run returns its result)."""
@@ -450,6 +496,7 @@ class Runtime:
         parent_step_path: str | None,
         *,
         retry_failed: bool = False,
+        outer_loop: tuple[str, int] | None = None,
     ) -> RunResult:
         records = await self.events.read(run_id)
         if records:
@@ -490,6 +537,8 @@ class Runtime:
                     input=input,
                     parent_run_id=parent_run_id,
                     parent_step_path=parent_step_path,
+                    outer_loop_id=None if outer_loop is None else outer_loop[0],
+                    cycle_number=None if outer_loop is None else outer_loop[1],
                 )
             ],
             sync=False,

@@ -22,6 +22,8 @@ from little_workflow.events import (
     HarnessToolCallFailed,
     HarnessToolCallStarted,
     HarnessToolCallSucceeded,
+    OuterLoopCycleCompleted,
+    OuterLoopCycleResult,
     RecordedEvent,
     RunCancelled,
     RunCompleted,
@@ -140,6 +142,8 @@ class RunState:
     visit_counts: dict[tuple[str, str], int] = field(default_factory=dict)
     #: The latest route of each decision by (branch prefix, step id).
     last_routes: dict[tuple[str, str], str] = field(default_factory=dict)
+    #: ``supervise()``'s answer for this run, if it is a cycle of an outer loop (Layer B).
+    outer_loop_result: OuterLoopCycleResult | None = None
     #: Harness sessions by session id (Layer C). A ``tool`` step's calls are kept under
     #: a session named by its step path, with role ``step``.
     sessions: dict[str, SessionRecord] = field(default_factory=dict)
@@ -216,7 +220,7 @@ def apply(state: RunState, recorded: RecordedEvent) -> RunState:
         state.cycle_number = event.cycle_number
         state.started_at = recorded.ts
         return state
-    if state.finished and not isinstance(event, RunResumed):
+    if state.finished and not isinstance(event, RunResumed | OuterLoopCycleCompleted):
         raise CorruptDataError(
             f"run {state.run_id!r} seq {recorded.seq}: {recorded.type} after the run ended "
             f"({state.status.value})"
@@ -320,8 +324,11 @@ def apply(state: RunState, recorded: RecordedEvent) -> RunState:
             call = _call(state, event.session_id, event.call_id, recorded)
             call.done, call.ok = True, False
             call.error_code, call.message = event.error_code, event.message
+        case OuterLoopCycleCompleted():
+            if state.outer_loop_result is None:  # the first one is authoritative
+                state.outer_loop_result = event.result
         case _:
-            pass  # Layer B events are folded by the outer-loop layer.
+            pass
     return state
 
 

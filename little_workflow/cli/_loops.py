@@ -1,0 +1,92 @@
+"""Outer-loop commands: ``loop`` and ``loop-status``."""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+from typing import Any
+
+import click
+
+from little_workflow.cli._main import Options, execute, parse_json_option, print_json
+from little_workflow.cli._runs import _runtime
+
+
+def _supervisor(reference: str) -> Any:
+    module_name, _, attribute = reference.partition(":")
+    if not module_name or not attribute:
+        raise click.BadParameter("write package.module:function", param_hint="--supervise")
+    try:
+        target: Any = importlib.import_module(module_name)
+        for name in attribute.split("."):
+            target = getattr(target, name)
+    except (ImportError, AttributeError) as exc:
+        raise click.BadParameter(str(exc), param_hint="--supervise") from exc
+    if not callable(target):
+        raise click.BadParameter(f"{reference} is not callable", param_hint="--supervise")
+    return target
+
+
+@click.command()
+@click.argument("workflow", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--input", "input_text", default=None, help="The loop's input, as JSON.")
+@click.option(
+    "--max-cycles", type=click.IntRange(min=1), required=True, help="At most this many cycles."
+)
+@click.option(
+    "--supervise",
+    "supervise_reference",
+    required=True,
+    help="package.module:function called after each cycle; returns Done(...) or Continue(...).",
+)
+@click.option("--outer-loop-id", default=None, help="Resume (or start) this outer loop.")
+@click.pass_obj
+def loop(
+    options: Options,
+    *,
+    workflow: Path,
+    input_text: str | None,
+    max_cycles: int,
+    supervise_reference: str,
+    outer_loop_id: str | None,
+) -> None:
+    """Run WORKFLOW cycle after cycle until the supervisor is done; print its final output."""
+    loop_input = parse_json_option(input_text, "--input")
+    supervise = _supervisor(supervise_reference)
+
+    async def work() -> Any:
+        async with _runtime(options) as runtime:
+            return await runtime.run_outer_loop(
+                workflow,
+                loop_input,
+                max_outer_cycles=max_cycles,
+                supervise=supervise,
+                outer_loop_id=outer_loop_id,
+            )
+
+    outcome = execute(options, work)
+    click.echo(
+        f"outer loop {outcome.outer_loop_id} {outcome.kind} after {len(outcome.cycles)} cycle(s)",
+        err=True,
+    )
+    print_json(outcome.final_output)
+
+
+@click.command("loop-status")
+@click.argument("outer_loop_id")
+@click.pass_obj
+def loop_status(options: Options, outer_loop_id: str) -> None:
+    """Print the manifest of OUTER_LOOP_ID as JSON."""
+
+    async def work() -> Any:
+        async with _runtime(options) as runtime:
+            return runtime.outer_loop_status(outer_loop_id)
+
+    manifest = execute(options, work)
+    print_json(manifest.model_dump(mode="json", by_alias=True))
+
+
+def register(group: click.Group) -> None:
+    """Add these commands to the CLI group."""
+    group.add_command(loop)
+    group.add_command(loop_status)
