@@ -8,6 +8,7 @@ model and the providers. See ``docs/harness.md``.
 
 from __future__ import annotations
 
+from little_workflow.durable._recorder import NullRecorder, Recorded, Recorder, Unit, run_unit
 from little_workflow.harness._agent import agent, answered, final_answer
 from little_workflow.harness._context import (
     AskUserPrompt,
@@ -44,7 +45,6 @@ from little_workflow.harness._graph import (
 )
 from little_workflow.harness._harness import AgentHarness, ToolHook, Toolset
 from little_workflow.harness._manifest import build_manifest, diff_manifests, manifest_hash
-from little_workflow.harness._recorder import NullRecorder, Recorded, Recorder, Unit, run_unit
 from little_workflow.harness._slots import ModelSlot
 from little_workflow.harness._tool_registry import ToolRegistry
 from little_workflow.harness._tools import Tool, tool

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from little_workflow.codec import JsonValue, check_json_value
+from little_workflow.durable._recorder import RecordedFailure, Recorder, Unit, run_unit
 from little_workflow.errors import LittleWorkflowError, ToolArgumentsError, ToolCallError
 from little_workflow.harness._context import Context, Item, default_layers, run_append_pipeline
 from little_workflow.harness._graph import (
@@ -28,7 +29,6 @@ from little_workflow.harness._graph import (
     indexed_path,
     step_identity,
 )
-from little_workflow.harness._recorder import RecordedFailure, Recorder, Unit, run_unit
 from little_workflow.harness._slots import resolve_slot
 from little_workflow.harness.models import Message, ModelRequest, ModelResponse
 

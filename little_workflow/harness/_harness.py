@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from little_workflow.codec import JsonValue, check_json_value
+from little_workflow.durable._recorder import NullRecorder, Recorder
 from little_workflow.harness._context import (
     Context,
     ContextLayer,
@@ -22,7 +23,6 @@ from little_workflow.harness._context import (
 )
 from little_workflow.harness._execution import GraphRun, input_message
 from little_workflow.harness._graph import GraphStep
-from little_workflow.harness._recorder import NullRecorder, Recorder
 from little_workflow.harness._slots import ModelSlot
 from little_workflow.harness._tool_registry import ToolRegistry
 from little_workflow.harness._tools import Tool

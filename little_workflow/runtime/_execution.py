@@ -35,6 +35,7 @@ from little_workflow.errors import (
     InvalidValueError,
     LwirError,
     MemoMismatchError,
+    PlannerError,
     RunFailedError,
     TemplateError,
 )
@@ -47,6 +48,7 @@ from little_workflow.events import (
     HarnessToolCallSucceeded,
     RunCompleted,
     RunFailed,
+    RunStarted,
     StepAttemptFailed,
     StepAttemptStarted,
     StepCompleted,
@@ -393,7 +395,8 @@ class RunExecution:
             except Exception as exc:
                 code, names = _error_names(exc)
                 will_retry = (
-                    not isinstance(exc, InvalidValueError | ConfigError)
+                    # A planner that gave up would give up again: its turns replay.
+                    not isinstance(exc, InvalidValueError | ConfigError | PlannerError)
                     and failures + 1 < policy.attempts
                     and policy.retries(names)
                 )
@@ -661,15 +664,30 @@ class RunExecution:
             ) from exc
         return await self.runtime.catalog.store(version)
 
+    async def _started_version(self, sub_run_id: str | None) -> WorkflowVersion | None:
+        """The version a sub-run started with, from its ``RunStarted`` (``None`` if none).
+
+        A resumed ``definition`` step runs what its sub-run pinned, not the document
+        resolved again against the workflows registered now.
+        """
+        if sub_run_id is None:
+            return None
+        first = await self.runtime.events.read(sub_run_id, limit=1)
+        if not first or not isinstance(first[0].event, RunStarted):
+            return None
+        return await self.runtime.catalog.load(first[0].event.workflow_version_id)
+
     async def _sub_run(self, step: SubWorkflowStep, site: _Site, scope: Scope) -> JsonValue:
         path = site.text
+        record = self.state.steps.get(path)
+        sub_run_id = record.sub_run_id if record is not None else None
         if step.workflow is not None:
             child = self.version.child(step.workflow)
         else:
-            child = await self._dynamic_workflow(step, path, scope)
+            child = await self._started_version(sub_run_id) or await self._dynamic_workflow(
+                step, path, scope
+            )
         arguments = self._render(dict(step.with_), scope, step, path, "with")
-        record = self.state.steps.get(path)
-        sub_run_id = record.sub_run_id if record is not None else None
         if sub_run_id is None:
             sub_run_id = new_id("run")
             # Committed (and synced) before the sub-run starts, so a resumed parent finds

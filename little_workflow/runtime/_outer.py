@@ -164,14 +164,28 @@ def read_manifest(path: Path) -> OuterLoopManifest | None:
     except OSError as exc:
         raise CorruptDataError(f"cannot read the outer-loop manifest {str(path)!r}: {exc}") from exc
     try:
-        return OuterLoopManifest.model_validate_json(data)
+        manifest = OuterLoopManifest.model_validate_json(data)
     except pydantic.ValidationError as exc:
         first = exc.errors(include_url=False)[0]
         where = ".".join(str(part) for part in first.get("loc", ())) or "<document>"
-        raise CorruptDataError(
-            f"the outer-loop manifest {str(path)!r} is not valid ({where}: {first['msg']}); "
-            "it was left unchanged: restore it from a backup, or use a new outerLoopId"
-        ) from exc
+        raise _corrupt(path, f"{where}: {first['msg']}") from exc
+    # Valid fields that do not fit together would be resumed wrongly (the next cycle's
+    # number is the count of recorded cycles), so they are reported like bad JSON.
+    if manifest.outer_loop_id != path.stem:
+        raise _corrupt(path, f"outerLoopId: {manifest.outer_loop_id!r} is not the file's name")
+    for index, cycle in enumerate(manifest.cycles, start=1):
+        if cycle.cycle_number != index:
+            raise _corrupt(
+                path, f"cycles.{index - 1}.cycleNumber: {cycle.cycle_number}, not {index}"
+            )
+    return manifest
+
+
+def _corrupt(path: Path, problem: str) -> CorruptDataError:
+    return CorruptDataError(
+        f"the outer-loop manifest {str(path)!r} is not valid ({problem}); "
+        "it was left unchanged: restore it from a backup, or use a new outerLoopId"
+    )
 
 
 def _write(path: Path, manifest: OuterLoopManifest) -> None:
@@ -184,9 +198,17 @@ def _mismatch(reason: str, message: str) -> RunFailedError:
 
 
 async def _input_identity(runtime: Runtime, manifest: OuterLoopManifest) -> str | None:
-    """For a manifest without ``inputHash``: the input identity its cycles' runs recorded."""
-    for cycle in manifest.cycles:
-        records = await runtime.events.read(cycle.run_id, limit=1)
+    """For a manifest without ``inputHash``: the input identity its cycles' runs recorded.
+
+    The in-flight cycle's run counts too: it was started with the loop's input, and
+    accepting other input would only fail later, on that run, with a ``run_id_conflict``
+    after the wrong ``inputHash`` had been recorded.
+    """
+    run_ids = [cycle.run_id for cycle in manifest.cycles]
+    if manifest.pending_cycle_run_id is not None:
+        run_ids.append(manifest.pending_cycle_run_id)
+    for run_id in run_ids:
+        records = await runtime.events.read(run_id, limit=1)
         if records:
             recorded = getattr(records[0].event, "input", None)
             if isinstance(recorded, dict) and "input" in recorded:

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 
 from little_workflow.codec import JsonValue
 from little_workflow.durable import MemoTable
+from little_workflow.durable._recorder import Recorded, Unit
 from little_workflow.errors import InvalidStepPathError
 from little_workflow.events import (
     HarnessModelCalled,
@@ -32,7 +33,6 @@ from little_workflow.events import (
     HarnessToolCallSucceeded,
 )
 from little_workflow.harness._manifest import build_manifest
-from little_workflow.harness._recorder import Recorded, Unit
 from little_workflow.lwir import (
     AgentStep,
     BranchSegment,

@@ -6,10 +6,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from little_workflow.codec import JsonValue
+from little_workflow.durable._recorder import Recorded, Unit
 from little_workflow.harness._agent import agent
 from little_workflow.harness._context import Context
 from little_workflow.harness._harness import AgentHarness
-from little_workflow.harness._recorder import Recorded, Unit
 from little_workflow.harness._slots import ModelSlot
 from little_workflow.harness._tools import Tool, tool
 from little_workflow.harness.models import ScriptedProvider

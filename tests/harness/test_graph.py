@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from little_workflow.codec import JsonValue
+from little_workflow.durable._recorder import NullRecorder, Recorder
 from little_workflow.harness._agent import agent
 from little_workflow.harness._context import Context
 from little_workflow.harness._execution import ToolContext
@@ -28,7 +29,6 @@ from little_workflow.harness._graph import (
     step_identity,
 )
 from little_workflow.harness._harness import AgentHarness
-from little_workflow.harness._recorder import NullRecorder, Recorder
 from little_workflow.harness._slots import ModelSlot
 from little_workflow.harness._tools import tool
 from little_workflow.harness.models import Message, ScriptedProvider, scripted
