@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from little_workflow.codec import JsonValue, canonical_json, sha256_digest
 from little_workflow.errors import (
+    AwaitingAnswerError,
     CapabilityDriftError,
     ConfigError,
     ConflictError,
@@ -88,6 +89,7 @@ __version__ = "0.1.0.dev0"
 __all__ = [
     "AgentHarness",
     "AgentStep",
+    "AwaitingAnswerError",
     "CapabilityDriftError",
     "ConfigError",
     "ConflictError",

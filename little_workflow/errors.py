@@ -37,6 +37,7 @@ errors (``sqlite3``, ``psycopg``, ``OSError``) are translated at the boundary wi
     ├── ToolCallError                        tool_call_failed (a tool raised; told to the model)
     ├── RecordedFailure                      recorded_failure (a recorded failure, replayed)
     ├── PlannerError                         planner_gave_up (no valid workflow in its turns)
+    ├── AwaitingAnswerError                  awaiting_answer (suspended on an ask-user prompt)
     ├── LockTimeoutError                     lock_timeout
     ├── MemoMismatchError                    memo_identity_mismatch
     └── RunFailedError                       run_failed (carries ``cause_code``)
@@ -51,6 +52,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 __all__ = [
+    "AwaitingAnswerError",
     "CapabilityDriftError",
     "ConfigError",
     "ConflictError",
@@ -443,6 +445,23 @@ class PlannerError(LittleWorkflowError):
     """A planner session ended without a valid workflow (its turns ran out)."""
 
     code = "planner_gave_up"
+
+
+class AwaitingAnswerError(LittleWorkflowError):
+    """An execution suspended on a question to the person; answer it, then resume.
+
+    ``prompt_id`` names the prompt for ``harness.answer()`` and ``little-workflow answer``.
+    """
+
+    code = "awaiting_answer"
+
+    def __init__(
+        self, message: str, *, execution_id: str, prompt_id: str, question: object
+    ) -> None:
+        super().__init__(message)
+        self.execution_id = execution_id
+        self.prompt_id = prompt_id
+        self.question = question
 
 
 class LockTimeoutError(LittleWorkflowError):

@@ -27,6 +27,7 @@ def test_public_names_are_pinned() -> None:
     assert set(little_workflow.__all__) == {
         "AgentHarness",
         "AgentStep",
+        "AwaitingAnswerError",
         "CapabilityDriftError",
         "ConfigError",
         "ConflictError",

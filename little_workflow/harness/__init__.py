@@ -24,6 +24,7 @@ from little_workflow.harness._context import (
 )
 from little_workflow.harness._execution import GraphRun, ToolContext
 from little_workflow.harness._graph import (
+    AskUser,
     Branch,
     CallModel,
     GraphStep,
@@ -33,6 +34,7 @@ from little_workflow.harness._graph import (
     RunToolCalls,
     SequenceStep,
     Spawn,
+    ask_user,
     branch,
     call_model,
     invoke_tool,
@@ -43,7 +45,15 @@ from little_workflow.harness._graph import (
     spawn,
     step_identity,
 )
-from little_workflow.harness._harness import AgentHarness, ToolHook, Toolset
+from little_workflow.harness._harness import (
+    AgentHarness,
+    HarnessEnvironment,
+    HarnessStorage,
+    RestoreContextOptions,
+    ToolHook,
+    Toolset,
+    answer_key,
+)
 from little_workflow.harness._manifest import build_manifest, diff_manifests, manifest_hash
 from little_workflow.harness._slots import ModelSlot
 from little_workflow.harness._tool_registry import ToolRegistry
@@ -51,6 +61,7 @@ from little_workflow.harness._tools import Tool, tool
 
 __all__ = [
     "AgentHarness",
+    "AskUser",
     "AskUserPrompt",
     "Branch",
     "CallModel",
@@ -58,6 +69,8 @@ __all__ = [
     "ContextLayer",
     "GraphRun",
     "GraphStep",
+    "HarnessEnvironment",
+    "HarnessStorage",
     "HistoryLayer",
     "InstructionsLayer",
     "InvokeTool",
@@ -68,6 +81,7 @@ __all__ = [
     "NullRecorder",
     "Recorded",
     "Recorder",
+    "RestoreContextOptions",
     "RunCode",
     "RunToolCalls",
     "ScratchpadLayer",
@@ -80,7 +94,9 @@ __all__ = [
     "Toolset",
     "Unit",
     "agent",
+    "answer_key",
     "answered",
+    "ask_user",
     "branch",
     "build_manifest",
     "call_model",

@@ -40,6 +40,8 @@ class Item:
 
     message: Message
     response_id: str | None = None
+    #: For a tool result: the path of the call it answers (unique in the execution).
+    call_path: str | None = None
 
     def to_json(self) -> dict[str, JsonValue]:
         """The item as plain JSON (for snapshots and the UI)."""
@@ -48,6 +50,8 @@ class Item:
         }
         if self.response_id is not None:
             value["responseId"] = self.response_id
+        if self.call_path is not None:
+            value["callPath"] = self.call_path
         return value
 
     @classmethod
@@ -56,6 +60,7 @@ class Item:
         return cls(
             message=Message.model_validate(value["message"]),
             response_id=value.get("responseId"),
+            call_path=value.get("callPath"),
         )
 
 
@@ -69,11 +74,18 @@ class ItemLog:
             self.append(item)
 
     def append(self, item: Item) -> bool:
-        """Add ``item``; ``False`` (and nothing added) if its response id is already here."""
-        if item.response_id is not None:
-            if item.response_id in self._responses:
+        """Add ``item``; ``False`` (and nothing added) if it is already here.
+
+        A model answer is known by its response id, a tool result by the path of the call
+        it answers: a resumed execution that replays them does not append them twice.
+        """
+        key = item.response_id
+        if key is None and item.call_path is not None:
+            key = f"tool-result:{item.call_path}"
+        if key is not None:
+            if key in self._responses:
                 return False
-            self._responses.add(item.response_id)
+            self._responses.add(key)
         self._items.append(item)
         return True
 
@@ -248,6 +260,8 @@ class Context:
     #: The caller's own state; never persisted, never sent to a model.
     state: Any = None
     parent: Context | None = None
+    #: For a restored context: the steps that were in flight, as ``(path, input)``.
+    frontier: list[tuple[str, JsonValue]] = field(default_factory=list)
 
     def layer(self, layer_id: str) -> ContextLayer | None:
         """The layer with this id, if the context has one."""

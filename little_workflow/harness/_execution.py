@@ -19,6 +19,7 @@ from little_workflow.durable._recorder import RecordedFailure, Recorder, Unit, r
 from little_workflow.errors import LittleWorkflowError, ToolArgumentsError, ToolCallError
 from little_workflow.harness._context import Context, Item, default_layers, run_append_pipeline
 from little_workflow.harness._graph import (
+    AskUser,
     CallModel,
     GraphStep,
     InvokeTool,
@@ -81,14 +82,26 @@ class GraphRun:
         self.ctx = ctx
         self.recorder = recorder
         self.input = input
+        #: Paths of the steps in flight (with the execution's input at the root): what a
+        #: checkpoint records as its frontier.
+        self.frontier: list[tuple[str, JsonValue]] = []
         #: The tools offered by the model call that gave the last answer (``None``: all).
         #: A tool call the model makes outside them is refused like an unknown tool: a
         #: step offering a few tools must not reach every tool of the harness.
         self.offered: tuple[str, ...] | None = None
 
     async def run_step(self, step: GraphStep, path: str) -> JsonValue:
-        """Run ``step`` at ``path``."""
-        return await step.run(self, path)
+        """Run ``step`` at ``path`` (it is on the frontier while it runs)."""
+        self.frontier.append((path, self.input if not self.frontier else None))
+        try:
+            return await step.run(self, path)
+        finally:
+            self.frontier.pop()
+
+    async def append(self, ctx: Context, items: list[Item]) -> None:
+        """Append through the layers' hooks; the harness checkpoints after it, if durable."""
+        if run_append_pipeline(ctx, items):
+            await self.harness.appended(ctx, self)
 
     # --- model calls ------------------------------------------------------------------
 
@@ -129,7 +142,7 @@ class GraphRun:
         value = await run_unit(self.recorder, unit, compute, prepare=prepare)
         response = ModelResponse.model_validate(value)
         self.offered = step.tools
-        run_append_pipeline(self.ctx, [Item(message=response.message, response_id=response.id)])
+        await self.append(self.ctx, [Item(message=response.message, response_id=response.id)])
         return value
 
     # --- tool calls -------------------------------------------------------------------
@@ -245,10 +258,10 @@ class GraphRun:
                     content=exc.message,
                     is_error=True,
                 )
-                run_append_pipeline(self.ctx, [Item(message=message)])
+                await self.append(self.ctx, [Item(message=message, call_path=path)])
             return {"error": {"code": exc.error_code, "message": exc.message}}
         if tool_call_id is not None:
-            run_append_pipeline(
+            await self.append(
                 self.ctx,
                 [
                     Item(
@@ -257,7 +270,8 @@ class GraphRun:
                             tool_call_id=tool_call_id,
                             name=name,
                             content=_content(value),
-                        )
+                        ),
+                        call_path=path,
                     )
                 ],
             )
@@ -279,6 +293,26 @@ class GraphRun:
 
         return await run_unit(self.recorder, unit, compute)
 
+    async def ask_user(self, step: AskUser, path: str) -> JsonValue:
+        """Ask (or replay the recorded answer); the answer becomes a user message."""
+        unit = Unit(path=path, kind="code", step_id=step.id, identity=step_identity(step))
+
+        async def compute(_: Mapping[str, JsonValue]) -> JsonValue:
+            question: Any = step.question
+            if callable(question):
+                question = question(self.ctx)
+                if inspect.isawaitable(question):
+                    question = await question
+            check_json_value(question, where=f"the question of step {path!r}")
+            await self.harness.enqueue_ask_user(self.ctx, path, question)
+            text = await self.harness.wait_for_answer(self.ctx, path, suspend=step.suspend)
+            self.ctx.ask_user = [prompt for prompt in self.ctx.ask_user if prompt.id != path]
+            answer = Item(message=Message(role="user", content=text), call_path=path)
+            await self.append(self.ctx, [answer])
+            return text
+
+        return await run_unit(self.recorder, unit, compute)
+
     async def spawn(self, step: Spawn, path: str) -> JsonValue:
         """Run the child agent in a child context (same recorder, paths under this one)."""
         child_input: Any = step.input
@@ -296,7 +330,7 @@ class GraphRun:
         )
         child.id = f"{self.ctx.id}.{step.id}"
         if child_input is not None:
-            run_append_pipeline(child, [Item(message=input_message(child_input))])
+            await self.append(child, [Item(message=input_message(child_input))])
         unit = Unit(path=path, kind="spawn", step_id=step.id, identity=step_identity(step))
         child_run = GraphRun(self.harness, child, self.recorder, child_input)
 

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from little_workflow.harness._execution import GraphRun
 
 __all__ = [
+    "AskUser",
     "Branch",
     "CallModel",
     "GraphStep",
@@ -35,6 +36,7 @@ __all__ = [
     "RunToolCalls",
     "SequenceStep",
     "Spawn",
+    "ask_user",
     "branch",
     "call_model",
     "child_path",
@@ -199,6 +201,32 @@ class Spawn:
 
 
 @dataclass(frozen=True, slots=True)
+class AskUser:
+    """Ask the person a question and wait for the answer (or suspend until it comes).
+
+    The prompt is durable (it is in the snapshot's ask-user queue); the answer, once
+    given, is the step's output and is appended to the conversation as a user message.
+    """
+
+    id: str
+    question: JsonValue | Callable[..., Any]
+    #: Raise ``AwaitingAnswerError`` instead of waiting, so the process may exit.
+    suspend: bool = False
+    kind: str = field(default="ask_user", init=False)
+
+    def config(self) -> dict[str, JsonValue]:
+        """The question (or the function that asks it)."""
+        question: JsonValue = (
+            _callable_name(self.question) if callable(self.question) else self.question
+        )
+        return {"question": question, "suspend": self.suspend}
+
+    def run(self, graph: GraphRun, path: str) -> Awaitable[JsonValue]:
+        """Ask (or replay the recorded answer)."""
+        return graph.ask_user(self, path)
+
+
+@dataclass(frozen=True, slots=True)
 class SequenceStep:
     """Run ``steps`` in order; the output is the last one's."""
 
@@ -325,6 +353,13 @@ def spawn(
 ) -> Spawn:
     """A ``spawn`` step running ``agent`` in a child context."""
     return Spawn(id=id, agent=agent, input=input, instructions=instructions)
+
+
+def ask_user(
+    question: JsonValue | Callable[..., Any], *, id: str = "ask", suspend: bool = False
+) -> AskUser:
+    """An ``ask_user`` step (``question`` may be a function of the context)."""
+    return AskUser(id=id, question=question, suspend=suspend)
 
 
 def sequence(steps: Sequence[GraphStep], *, id: str = "sequence") -> SequenceStep:

@@ -8,16 +8,38 @@ The harness is the same in every case: only the recorder differs.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import datetime
+import hashlib
+import logging
+import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from little_workflow.codec import JsonValue, check_json_value
+from little_workflow.durable._checkpoints import (
+    AskUserRecord,
+    CheckpointSnapshot,
+    CheckpointStore,
+    CwdRecord,
+    FrontierEntry,
+    ItemLogRecord,
+)
+from little_workflow.durable._ledger import (
+    DEFAULT_STEP_LEDGER_RETENTION,
+    StepLedger,
+    StepLedgerRetention,
+)
 from little_workflow.durable._recorder import NullRecorder, Recorder
+from little_workflow.errors import AwaitingAnswerError
 from little_workflow.harness._context import (
+    AskUserPrompt,
     Context,
     ContextLayer,
     Item,
+    ItemLog,
     default_layers,
     run_append_pipeline,
 )
@@ -27,9 +49,50 @@ from little_workflow.harness._slots import ModelSlot
 from little_workflow.harness._tool_registry import ToolRegistry
 from little_workflow.harness._tools import Tool
 from little_workflow.harness.models import ToolSpec
-from little_workflow.ids import new_id
+from little_workflow.ids import new_id, validate_id
 
-__all__ = ["AgentHarness", "ToolHook", "Toolset"]
+__all__ = [
+    "AgentHarness",
+    "HarnessEnvironment",
+    "HarnessStorage",
+    "RestoreContextOptions",
+    "ToolHook",
+    "Toolset",
+    "answer_key",
+]
+
+logger = logging.getLogger("little_workflow.harness")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HarnessStorage:
+    """Where a durable harness keeps its snapshots and step ledger."""
+
+    checkpoint_store: CheckpointStore | None = None
+    step_ledger_retention: StepLedgerRetention = DEFAULT_STEP_LEDGER_RETENTION
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HarnessEnvironment:
+    """A harness's durable surroundings; every part is optional (zero config persists nothing)."""
+
+    storage: HarnessStorage | None = None
+    #: A ``SubprocessAdapter`` for ``detached_spawn`` (see ``little_workflow.platform``).
+    subprocess: Any = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RestoreContextOptions:
+    """What ``restore()`` accepts from the caller: the wiring the snapshot cannot hold.
+
+    ``items``, ``thread_id``, ``resource_id`` and ``cwd`` always come from the snapshot,
+    so they are not fields here: a value that would be silently ignored cannot be passed.
+    """
+
+    parent: Context | None = None
+    state: Any = None
+    context: Sequence[ContextLayer] | None = None
+
 
 #: ``prepare(detail) -> detail``: completes a tool call's recorded detail before it starts.
 Preparer = Callable[[Mapping[str, JsonValue]], Mapping[str, JsonValue]]
@@ -87,12 +150,23 @@ class AgentHarness:
         model_slots: Mapping[str, ModelSlot] | None = None,
         tools: Iterable[Tool[..., Any] | Callable[..., Any]] | Toolset = (),
         params: Mapping[str, JsonValue] | None = None,
+        environment: HarnessEnvironment | None = None,
     ) -> None:
         self.name = name
         self.agent_graph = agent_graph
         self.model_slots: dict[str, ModelSlot] = dict(model_slots or {})
         self.tools = tools if isinstance(tools, Toolset) else Toolset(tools)
         self.params: dict[str, JsonValue] = dict(params or {})
+        self.environment = environment or HarnessEnvironment()
+        storage = self.environment.storage
+        #: The checkpoint store, or ``None``: then every durability hook is a no-op.
+        self.checkpoint_store = None if storage is None else storage.checkpoint_store
+        self.retention = (
+            DEFAULT_STEP_LEDGER_RETENTION if storage is None else storage.step_ledger_retention
+        )
+        self._runs: dict[str, GraphRun] = {}
+        self._answered: dict[tuple[str, str], asyncio.Event] = {}
+        self._pending_answers: dict[tuple[str, str], str] = {}
 
     def create_context(
         self,
@@ -122,11 +196,202 @@ class AgentHarness:
     ) -> JsonValue:
         """Run the agent graph in ``ctx``; ``input``, if given, is appended as a user message.
 
-        ``recorder`` makes the execution durable (see ``_recorder``); without one, nothing
-        is recorded and nothing replayed.
+        ``recorder`` makes the execution durable (see ``durable._recorder``). Without one,
+        a harness with a checkpoint store keeps the execution's step ledger (recorded
+        steps replay) and snapshots the context; a zero-config harness records nothing.
         """
         if input is not None:
             check_json_value(input, where="the input of the agent")
-            run_append_pipeline(ctx, [Item(message=input_message(input))])
-        run = GraphRun(self, ctx, recorder or NullRecorder(), input)
-        return await run.run_step(self.agent_graph, self.agent_graph.id)
+        return await self._execute(ctx, input, recorder=recorder, append_input=input is not None)
+
+    async def _execute(
+        self, ctx: Context, input: JsonValue, *, recorder: Recorder | None, append_input: bool
+    ) -> JsonValue:
+        if recorder is None and self.checkpoint_store is not None:
+            recorder = await StepLedger.load(self.checkpoint_store.storage, ctx.id, self.retention)
+        run = GraphRun(self, ctx, recorder if recorder is not None else NullRecorder(), input)
+        before = len(ctx.items)
+        self._runs[ctx.id] = run
+        try:
+            if append_input:
+                await run.append(ctx, [Item(message=input_message(input))])
+            return await run.run_step(self.agent_graph, self.agent_graph.id)
+        finally:
+            del self._runs[ctx.id]
+            if len(ctx.items) != before:
+                await self.checkpoint(ctx)
+
+    async def resume(
+        self, execution_id: str, options: RestoreContextOptions | None = None
+    ) -> tuple[Context, JsonValue] | None:
+        """Restore ``execution_id`` and run it again; recorded steps replay from the ledger.
+
+        Returns the context and the output, or ``None`` if there is no snapshot.
+        """
+        ctx = await self.restore(execution_id, options)
+        if ctx is None:
+            return None
+        input = ctx.frontier[0][1] if ctx.frontier else None
+        output = await self._execute(ctx, input, recorder=None, append_input=False)
+        return ctx, output
+
+    # --- durability hooks -------------------------------------------------------------
+
+    async def appended(self, ctx: Context, run: GraphRun | None = None) -> None:
+        """Called after ``run_append_pipeline`` resolves: a checkpoint, when durable."""
+        await self.checkpoint(ctx)
+
+    async def run_append_pipeline(self, ctx: Context, items: Sequence[Item]) -> list[Item]:
+        """Append ``items`` through the layers' hooks, then checkpoint; the items added."""
+        added = run_append_pipeline(ctx, items)
+        if added:
+            await self.checkpoint(ctx)
+        return added
+
+    async def checkpoint(self, ctx: Context) -> None:
+        """Save a snapshot of ``ctx`` (a no-op without a checkpoint store).
+
+        A failing save is logged and swallowed: a checkpoint never fails the step that
+        triggered it. What it would have saved is rebuilt from the ledger on resume.
+        """
+        store = self.checkpoint_store
+        if store is None:
+            return
+        run = self._runs.get(ctx.id)
+        snapshot = CheckpointSnapshot(
+            execution_id=ctx.id,
+            thread_id=ctx.thread_id,
+            resource_id=ctx.resource_id,
+            frontier=[
+                FrontierEntry(step_id=path, input=input)
+                for path, input in (run.frontier if run is not None else [])
+            ],
+            layers={layer.id: layer.state() for layer in ctx.layers},
+            cwd=CwdRecord(current=ctx.cwd, previous=ctx.previous_cwd)
+            if ctx.cwd is not None or ctx.previous_cwd is not None
+            else None,
+            ask_user=[
+                AskUserRecord(id=prompt.id, input=prompt.input, created_at=prompt.created_at)
+                for prompt in ctx.ask_user
+            ],
+            item_log=ItemLogRecord(items=[item.to_json() for item in ctx.items.items]),
+            captured_at=datetime.datetime.now(datetime.UTC).isoformat(),
+        )
+        try:
+            await store.save(snapshot)
+        except Exception as exc:  # the step that triggered it still succeeds
+            logger.warning("checkpoint of execution %r was not saved: %s", ctx.id, exc)
+
+    async def restore(
+        self, execution_id: str, options: RestoreContextOptions | None = None
+    ) -> Context | None:
+        """The context of ``execution_id`` rebuilt from its snapshot, or ``None`` if none.
+
+        Caller options (``parent``, ``state``, ``context`` layers) are applied first; the
+        snapshot's values then overwrite them, so the record always wins. Raises
+        ``ConfigError`` (``CHECKPOINT_SCHEMA_MISMATCH``) for a snapshot of another schema.
+        """
+        if options is not None and not isinstance(options, RestoreContextOptions):
+            raise TypeError(
+                "restore() options are a RestoreContextOptions(parent=, state=, context=); "
+                "items, thread_id, resource_id and cwd always come from the snapshot"
+            )
+        store = self.checkpoint_store
+        if store is None:
+            return None
+        snapshot = await store.load(execution_id)
+        if snapshot is None:
+            return None
+        options = options or RestoreContextOptions()
+        layers = list(options.context) if options.context is not None else default_layers()
+        ctx = Context(id=execution_id, layers=layers, state=options.state, parent=options.parent)
+        ctx.thread_id, ctx.resource_id = snapshot.thread_id, snapshot.resource_id
+        ctx.items = ItemLog(Item.from_json(item) for item in snapshot.item_log.items)  # type: ignore[arg-type]
+        for layer in ctx.layers:
+            if layer.id in snapshot.layers:
+                layer.load_state(snapshot.layers[layer.id])
+        if snapshot.cwd is not None:
+            ctx.cwd, ctx.previous_cwd = snapshot.cwd.current, snapshot.cwd.previous
+        ctx.ask_user = [
+            AskUserPrompt(id=prompt.id, input=prompt.input, created_at=prompt.created_at)
+            for prompt in snapshot.ask_user
+        ]
+        ctx.frontier = [(entry.step_id, entry.input) for entry in snapshot.frontier]
+        return ctx
+
+    async def clear_checkpoint(self, execution_id: str) -> None:
+        """Discard the snapshot and every ledger entry of ``execution_id``.
+
+        ``checkpoint_store.clear()`` alone would strand the ledger's entries, which
+        nothing else enumerates.
+        """
+        store = self.checkpoint_store
+        if store is None:
+            return
+        await store.clear(execution_id)
+        ledger = await StepLedger.load(store.storage, execution_id, self.retention)
+        await ledger.clear()
+
+    # --- asking the person --------------------------------------------------------------
+
+    async def enqueue_ask_user(self, ctx: Context, prompt_id: str, question: JsonValue) -> None:
+        """Put a question in the context's ask-user queue (durable: it is checkpointed)."""
+        if all(prompt.id != prompt_id for prompt in ctx.ask_user):
+            ctx.ask_user.append(AskUserPrompt(id=prompt_id, input=question, created_at=time.time()))
+            await self.checkpoint(ctx)
+
+    async def answer(self, execution_id: str, prompt_id: str, text: str) -> None:
+        """Record the person's answer to a prompt (durably, with a checkpoint store)."""
+        store = self.checkpoint_store
+        if store is not None:
+            await store.storage.set(answer_key(execution_id, prompt_id), {"text": text})
+        self._pending_answers[(execution_id, prompt_id)] = text
+        event = self._answered.get((execution_id, prompt_id))
+        if event is not None:
+            event.set()
+
+    async def find_answer(self, execution_id: str, prompt_id: str) -> str | None:
+        """The recorded answer to a prompt, if there is one (this process's, or the store's)."""
+        text = self._pending_answers.get((execution_id, prompt_id))
+        if text is None and self.checkpoint_store is not None:
+            value = await self.checkpoint_store.storage.get(answer_key(execution_id, prompt_id))
+            found = value.get("text") if isinstance(value, dict) else None
+            if isinstance(found, str):
+                text = found
+        return text
+
+    async def wait_for_answer(
+        self, ctx: Context, prompt_id: str, *, suspend: bool, poll: float = 0.25
+    ) -> str:
+        """The answer to ``prompt_id``: at once if recorded, else suspend or wait for it.
+
+        ``suspend=True`` raises ``AwaitingAnswerError`` so the process may exit; a later
+        resume finds the answer (given through ``answer()`` or ``little-workflow answer``).
+        Otherwise this waits, for an answer in this process or, polling, in the store.
+        """
+        key = (ctx.id, prompt_id)
+        event = self._answered.setdefault(key, asyncio.Event())
+        try:
+            while True:
+                text = await self.find_answer(ctx.id, prompt_id)
+                if text is not None:
+                    return text
+                if suspend:
+                    question = next((p.input for p in ctx.ask_user if p.id == prompt_id), None)
+                    raise AwaitingAnswerError(
+                        f"execution {ctx.id!r} waits for an answer to prompt {prompt_id!r}; "
+                        "answer it and resume",
+                        execution_id=ctx.id,
+                        prompt_id=prompt_id,
+                        question=question,
+                    )
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(event.wait(), poll)
+        finally:
+            self._answered.pop(key, None)
+
+
+def answer_key(execution_id: str, prompt_id: str) -> str:
+    """The storage key of the answer to a prompt (the prompt id is hashed: it is a path)."""
+    digest = hashlib.sha256(prompt_id.encode("utf-8")).hexdigest()[:24]
+    return f"execution:{validate_id(execution_id, what='execution id')}:answer:{digest}"

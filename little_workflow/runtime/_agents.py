@@ -60,6 +60,7 @@ __all__ = [
 START_WORKFLOW = "start_workflow"
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
+_FIX_SUFFIX = re.compile(r"#fix\[[0-9]+\]\Z")
 
 
 def scratch_dir(execution: RunExecution, session_id: str) -> Path:
@@ -113,7 +114,7 @@ async def run_session(
         name=f"{execution.run_id}/{session_id}",
         agent_graph=graph,
         model_slots=runtime.model_slots,
-        tools=toolset or runtime.toolset,
+        tools=toolset if toolset is not None else runtime.toolset,
     )
     ctx = harness.create_context(
         id=f"{execution.run_id}/{session_id}",
@@ -125,8 +126,11 @@ async def run_session(
 
 
 def execution_path(session_id: str) -> str:
-    """The step path a session belongs to (a fixer's id adds ``#fix[<n>]`` to it)."""
-    return session_id.split("#", 1)[0]
+    """The step path a session belongs to (a fixer's id adds ``#fix[<n>]`` to it).
+
+    Only that suffix is cut: a branch key may hold ``#`` too (``m["a#b"].fix``).
+    """
+    return _FIX_SUFFIX.sub("", session_id)
 
 
 def _text(value: JsonValue) -> str:

@@ -1,0 +1,63 @@
+"""``little-workflow answer``: give the answer a suspended execution is waiting for."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from little_workflow.cli._main import Options, execute
+
+
+@click.command()
+@click.argument("execution_id")
+@click.argument("prompt_id")
+@click.argument("text")
+@click.option(
+    "--checkpoints",
+    default=None,
+    help="Store URL of the harness's checkpoint storage (file:///..., sqlite:///...; "
+    "default: the data directory's store).",
+)
+@click.pass_obj
+def answer(
+    options: Options, *, execution_id: str, prompt_id: str, text: str, checkpoints: str | None
+) -> None:
+    """Answer PROMPT_ID of EXECUTION_ID with TEXT; the next resume continues with it."""
+
+    async def work() -> Any:
+        from little_workflow.durable import create_checkpoint_store
+        from little_workflow.errors import ConfigError
+        from little_workflow.harness import answer_key
+        from little_workflow.runtime import DataDir
+        from little_workflow.storage import open_storage
+
+        url = checkpoints or options.store or DataDir.at(options.data_dir).store_url
+        storage = await open_storage(url)
+        try:
+            snapshot = await create_checkpoint_store(storage=storage).load(execution_id)
+            if snapshot is None:
+                raise ConfigError(
+                    f"there is no checkpoint of execution {execution_id!r} in {url}",
+                    code="execution_not_found",
+                )
+            pending = [prompt.id for prompt in snapshot.ask_user]
+            if prompt_id not in pending:
+                raise ConfigError(
+                    f"execution {execution_id!r} has no pending prompt {prompt_id!r} "
+                    f"(pending: {', '.join(pending) or 'none'})",
+                    code="prompt_not_found",
+                )
+            await storage.set(answer_key(execution_id, prompt_id), {"text": text})
+        finally:
+            await storage.close()
+
+    execute(options, work)
+    click.echo(
+        f"answered {prompt_id} of {execution_id}; resume the execution to continue", err=True
+    )
+
+
+def register(group: click.Group) -> None:
+    """Add the answer command to the CLI group."""
+    group.add_command(answer)
