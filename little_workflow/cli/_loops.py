@@ -40,6 +40,13 @@ def _supervisor(reference: str) -> Any:
     help="package.module:function called after each cycle; returns Done(...) or Continue(...).",
 )
 @click.option("--outer-loop-id", default=None, help="Resume (or start) this outer loop.")
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0),
+    default=None,
+    help="Give up after this many seconds (waiting for another caller included); "
+    "the loop stays resumable.",
+)
 @click.pass_obj
 def loop(
     options: Options,
@@ -49,6 +56,7 @@ def loop(
     max_cycles: int,
     supervise_reference: str,
     outer_loop_id: str | None,
+    timeout: float | None,
 ) -> None:
     """Run WORKFLOW cycle after cycle until the supervisor is done; print its final output."""
     loop_input = parse_json_option(input_text, "--input")
@@ -62,6 +70,7 @@ def loop(
                 max_outer_cycles=max_cycles,
                 supervise=supervise,
                 outer_loop_id=outer_loop_id,
+                timeout=timeout,
             )
 
     outcome = execute(options, work)

@@ -73,7 +73,8 @@ def _fail(message: str, code: int) -> NoReturn:
 def describe_error(exc: BaseException) -> tuple[str, int]:
     """The one line a user sees for ``exc``, and the exit code (see the module docstring)."""
     if isinstance(exc, RunFailedError):
-        return f"error: run failed ({exc.cause_code}): {exc.message}", EXIT_RUN_FAILED
+        cause = exc.cause_code if exc.reason is None else f"{exc.cause_code}: {exc.reason}"
+        return f"error: run failed ({cause}): {exc.message}", EXIT_RUN_FAILED
     if isinstance(exc, CapabilityDriftError):
         # The seed's own form: the error's name, then its message, which already says
         # what changed and the two ways out.

@@ -143,8 +143,14 @@ class SqliteDatabase:
             raise StorageUnavailableError(
                 f"cannot create the SQLite database {str(self.path)!r}: {exc}"
             ) from exc
-        self._conn = self._connect(busy_timeout_ms=0)
+        # Opened waiting for the lock like any polite writer: another process may be
+        # creating the file, switching it to WAL or migrating it at this very moment, and
+        # until it is in WAL mode even a read waits for that. Only once the schema is
+        # known does the loop's connection stop waiting (see the module docstring).
+        waiting_ms = int(self.busy_timeout * 1000)
+        self._conn = self._connect(busy_timeout_ms=waiting_ms)
         self._migrate()
+        self._conn.execute("PRAGMA busy_timeout = 0")
 
     def _connect(self, *, busy_timeout_ms: int) -> sqlite3.Connection:
         try:

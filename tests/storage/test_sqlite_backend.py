@@ -6,6 +6,7 @@ import asyncio
 import os
 import sqlite3
 import stat
+import time
 from pathlib import Path
 
 import pytest
@@ -102,3 +103,43 @@ async def test_a_newer_schema_is_refused(tmp_path: Path) -> None:
 
     with pytest.raises(SchemaVersionError, match="99"):
         await SqliteDatabase.open(spec)
+
+
+def test_processes_opening_a_new_database_at_once_all_succeed(tmp_path: Path) -> None:
+    # Until the file is in WAL mode, even a read waits for a writer: every opener must
+    # wait for the lock rather than fail with "database is locked".
+    import subprocess
+    import sys
+
+    url = f"sqlite:///{tmp_path}/fresh/little-workflow.db"
+    go = tmp_path / "go"
+    code = (
+        "import asyncio, os, sys\n"
+        "from little_workflow.events import StepCompleted\n"
+        "from little_workflow.storage import open_event_log\n"
+        "async def main():\n"
+        "    while not os.path.exists(sys.argv[3]):\n"
+        "        pass\n"
+        "    log = await open_event_log(sys.argv[1])\n"
+        "    step = StepCompleted(step_path='s', step_id='s', kind='execute')\n"
+        "    await log.append('run_' + sys.argv[2], [step])\n"
+        "    await log.close()\n"
+        "asyncio.run(main())\n"
+    )
+    count = 12
+    processes = [
+        subprocess.Popen(
+            [sys.executable, "-c", code, url, str(i), str(go)], stderr=subprocess.PIPE, text=True
+        )
+        for i in range(count)
+    ]
+    time.sleep(1.0)  # every child has imported and spins: they open the file at once
+    go.touch()
+    errors = [process.communicate(timeout=60)[1] for process in processes]
+    assert [process.returncode for process in processes] == [0] * count, errors
+    conn = sqlite3.connect(tmp_path / "fresh" / "little-workflow.db")
+    try:
+        assert conn.execute("SELECT COUNT(*) FROM events").fetchone()[0] == count
+        assert conn.execute("SELECT COUNT(*) FROM lw_schema_migrations").fetchone()[0] == 1
+    finally:
+        conn.close()
