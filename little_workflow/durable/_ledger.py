@@ -23,7 +23,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from little_workflow import codec
@@ -38,6 +38,7 @@ __all__ = [
     "DEFAULT_STEP_LEDGER_RETENTION",
     "StepLedger",
     "StepLedgerRetention",
+    "entry_keys",
     "ledger_key",
     "ledger_prefix",
 ]
@@ -88,6 +89,22 @@ def ledger_key(execution_id: str, seq: int) -> str:
     return f"{ledger_prefix(execution_id)}{seq:010d}"
 
 
+def _entry_seq(prefix: str, key: str) -> int | None:
+    """The sequence number of an entry key under ``prefix``; ``None`` for another key.
+
+    An execution id may contain ``:``, so ``execution:a:ledger:`` is also a prefix of
+    the keys of an execution called ``a:ledger:x``; those are not this ledger's.
+    """
+    suffix = key[len(prefix) :]
+    return int(suffix) if suffix.isdigit() and suffix.isascii() else None
+
+
+async def entry_keys(storage: StorageAdapter, execution_id: str) -> list[str]:
+    """The keys of every entry of the execution's ledger, in append order."""
+    prefix = ledger_prefix(execution_id)
+    return [key for key in await storage.list(prefix) if _entry_seq(prefix, key) is not None]
+
+
 class StepLedger:
     """One execution's ledger, loaded once; a ``Recorder`` for the harness.
 
@@ -101,6 +118,7 @@ class StepLedger:
         execution_id: str,
         retention: StepLedgerRetention,
         entries: Mapping[str, tuple[int, dict[str, JsonValue]]],
+        superseded: Iterable[int] = (),
     ) -> None:
         self.storage = storage
         self.execution_id = execution_id
@@ -114,11 +132,15 @@ class StepLedger:
             )
             self._keys[path] = seq
         self._next_seq = max((seq for seq, _ in entries.values()), default=0) + 1
-        self._stale: list[int] = []
+        #: Entries no longer wanted (superseded, or under an edited step): deleted at the
+        #: next write, so that a discard costs nothing until the run records again.
+        self._stale: list[int] = list(superseded)
         self._warned: set[str] = set()
         #: Entries recorded by this process, and entries dropped by retention.
         self.recorded = 0
         self.dropped = 0
+        #: Entries this process could not write (the store failed).
+        self.failed_writes = 0
 
     @classmethod
     async def load(
@@ -126,21 +148,26 @@ class StepLedger:
     ) -> StepLedger:
         """Read the execution's entries (the latest one per path wins)."""
         prefix = ledger_prefix(execution_id)
-        keys = await storage.list(prefix)
+        keys = await entry_keys(storage, execution_id)
         values = await read_many(storage, keys)
         entries: dict[str, tuple[int, dict[str, JsonValue]]] = {}
-        for key in keys:
+        superseded: list[int] = []
+        for key in keys:  # in append order: the latest entry of a path wins
             value = values.get(key)
-            suffix = key[len(prefix) :]
+            seq = _entry_seq(prefix, key)
+            assert seq is not None
             if value is None:
                 continue  # removed between list and read
-            if not suffix.isdigit() or not isinstance(value, dict):
+            if not isinstance(value, dict):
                 raise CorruptDataError(f"ledger entry {key!r} is not a ledger entry")
             path = value.get("path")
             if not isinstance(path, str):
                 raise CorruptDataError(f"ledger entry {key!r} has no path")
-            entries[path] = (int(suffix), value)
-        return cls(storage, execution_id, retention, entries)
+            previous = entries.get(path)
+            if previous is not None:
+                superseded.append(previous[0])
+            entries[path] = (seq, value)
+        return cls(storage, execution_id, retention, entries, superseded)
 
     def __len__(self) -> int:
         return len(self.memo)
@@ -149,13 +176,23 @@ class StepLedger:
 
     def replay(self, unit: Unit) -> Recorded | None:
         """The recorded output at ``unit.path``; an edited step drops its recorded subtree."""
-        before = {entry.path for entry in self.memo}
-        entry = self.memo.lookup(unit.path, unit.identity)
-        for path in before - {entry.path for entry in self.memo}:
+        recorded = self.memo.peek(unit.path)
+        if recorded is None:
+            return None
+        if recorded.identity == unit.identity:
+            return Recorded(value=recorded.value)
+        before = set(self._keys)
+        self.memo.lookup(unit.path, unit.identity)  # the "rerun" policy: drops the subtree
+        for path in before.difference(entry.path for entry in self.memo):
             seq = self._keys.pop(path, None)
             if seq is not None:
                 self._stale.append(seq)  # deleted at the next write
-        return None if entry is None else Recorded(value=entry.value)
+        return None
+
+    def last_recorded(self, match: Callable[[str], bool]) -> str | None:
+        """The most recently recorded path among those ``match`` accepts, if any."""
+        found = [(seq, path) for path, seq in self._keys.items() if match(path)]
+        return max(found)[1] if found else None
 
     def in_flight(self, unit: Unit) -> Mapping[str, JsonValue] | None:
         """The ledger records outcomes only."""
@@ -168,7 +205,11 @@ class StepLedger:
         """Only successes are recorded: a step that raised runs again."""
 
     async def succeeded(self, unit: Unit, value: JsonValue) -> None:
-        """Record the step's output, within the retention bounds."""
+        """Record the step's output, within the retention bounds.
+
+        A write that fails is logged and swallowed, like a failing checkpoint: the step
+        succeeded, and without its entry it only runs again on resume.
+        """
         await self._delete_stale()
         size = len(codec.dumps(value, where=f"the output of {unit.path!r}").encode("utf-8"))
         if size > self.retention.max_entry_bytes:
@@ -186,7 +227,19 @@ class StepLedger:
             "output": value,
             "recordedAt": time.time(),
         }
-        await self.storage.set(ledger_key(self.execution_id, seq), entry)
+        try:
+            await self.storage.set(ledger_key(self.execution_id, seq), entry)
+        except Exception as exc:
+            self._warn_once(
+                "write",
+                "execution %r: step %r was not recorded in the ledger (%s); it will run "
+                "again on resume. Further failed writes are not logged.",
+                self.execution_id,
+                unit.path,
+                exc,
+            )
+            self.failed_writes += 1
+            return
         previous = self._keys.get(unit.path)
         if previous is not None:
             self._stale.append(previous)
@@ -196,23 +249,44 @@ class StepLedger:
 
     def _drop(self, kind: str, why: str) -> None:
         self.dropped += 1
+        self._warn_once(
+            kind,
+            "execution %r: a step was not recorded in the ledger (%s exceeds %s); it will "
+            "run again on resume. Further drops of this kind are not logged.",
+            self.execution_id,
+            why,
+            kind,
+        )
+
+    def _warn_once(self, kind: str, message: str, *args: object) -> None:
         if kind not in self._warned:
             self._warned.add(kind)
-            logger.warning(
-                "execution %r: a step was not recorded in the ledger (%s exceeds %s); it will "
-                "run again on resume. Further drops of this kind are not logged.",
-                self.execution_id,
-                why,
-                kind,
-            )
+            logger.warning(message, *args)
 
     async def _delete_stale(self) -> None:
         while self._stale:
-            await self.storage.delete(ledger_key(self.execution_id, self._stale.pop()))
+            seq = self._stale[-1]
+            try:
+                await self.storage.delete(ledger_key(self.execution_id, seq))
+            except Exception as exc:  # kept for the next write; harmless meanwhile
+                self._warn_once(
+                    "delete",
+                    "execution %r: a superseded ledger entry was not deleted (%s)",
+                    self.execution_id,
+                    exc,
+                )
+                return
+            self._stale.pop()
+
+    @staticmethod
+    async def clear_execution(storage: StorageAdapter, execution_id: str) -> None:
+        """Remove every entry of the execution's ledger (without reading them)."""
+        for key in await entry_keys(storage, execution_id):
+            await storage.delete(key)
 
     async def clear(self) -> None:
         """Remove every entry of the execution."""
-        for key in await self.storage.list(ledger_prefix(self.execution_id)):
-            await self.storage.delete(key)
+        await self.clear_execution(self.storage, self.execution_id)
         self.memo = MemoTable(scope=f"execution {self.execution_id!r}", on_mismatch="rerun")
         self._keys.clear()
+        self._stale.clear()

@@ -21,6 +21,7 @@ from little_workflow.harness.models import Message
 from little_workflow.ids import new_id
 
 __all__ = [
+    "STANDARD_LAYERS",
     "AskUserPrompt",
     "Context",
     "ContextLayer",
@@ -236,6 +237,14 @@ def default_layers(instructions: str | None = None) -> list[ContextLayer]:
     return [InstructionsLayer(instructions), ScratchpadLayer(), HistoryLayer()]
 
 
+#: The built-in layers by id, each built empty (a restore loads its state into it).
+STANDARD_LAYERS: dict[str, type[InstructionsLayer | ScratchpadLayer | HistoryLayer]] = {
+    "instructions": InstructionsLayer,
+    "scratchpad": ScratchpadLayer,
+    "history": HistoryLayer,
+}
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AskUserPrompt:
     """A question to the person, waiting for an answer."""
@@ -260,7 +269,9 @@ class Context:
     #: The caller's own state; never persisted, never sent to a model.
     state: Any = None
     parent: Context | None = None
-    #: For a restored context: the steps that were in flight, as ``(path, input)``.
+    #: The steps in flight, as ``(path, input)``, outermost first (the first one's input
+    #: is the execution's): set by a restore, and when an execution raises; emptied when
+    #: one completes. ``execute()`` without input continues from here.
     frontier: list[tuple[str, JsonValue]] = field(default_factory=list)
 
     def layer(self, layer_id: str) -> ContextLayer | None:

@@ -4,6 +4,11 @@ The leaf steps (``_graph``) call back here: this is where a model call is built 
 context, made (or replayed) through ``run_unit``, and appended to the item log; where
 the tool calls a model asked for are run one by one, each its own unit, and their
 results (or errors, which go back to the model) appended.
+
+With ``composite_units`` (the step ledger) a ``sequence``, ``loop`` or ``branch`` is a
+unit too (kind ``composite``): once it completed, it replays whole, without descending.
+A spawned agent runs in a child ``GraphRun`` that shares its root's recorder and
+frontier: the execution has one frontier, one snapshot and one ask-user queue.
 """
 
 from __future__ import annotations
@@ -36,7 +41,10 @@ from little_workflow.harness.models import Message, ModelRequest, ModelResponse
 if TYPE_CHECKING:
     from little_workflow.harness._harness import AgentHarness
 
-__all__ = ["GraphRun", "ToolCallError", "ToolContext", "input_message"]
+__all__ = ["COMPOSITE_KINDS", "GraphRun", "ToolCallError", "ToolContext", "input_message"]
+
+#: Step kinds that only run other steps: ledger units of kind ``composite``.
+COMPOSITE_KINDS = frozenset({"sequence", "loop", "branch"})
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -76,15 +84,30 @@ class GraphRun:
     """Executes graph steps for one context (see the module docstring)."""
 
     def __init__(
-        self, harness: AgentHarness, ctx: Context, recorder: Recorder, input: JsonValue = None
+        self,
+        harness: AgentHarness,
+        ctx: Context,
+        recorder: Recorder,
+        input: JsonValue = None,
+        *,
+        composite_units: bool = False,
+        root: GraphRun | None = None,
     ) -> None:
         self.harness = harness
         self.ctx = ctx
         self.recorder = recorder
         self.input = input
-        #: Paths of the steps in flight (with the execution's input at the root): what a
-        #: checkpoint records as its frontier.
-        self.frontier: list[tuple[str, JsonValue]] = []
+        self.composite_units = composite_units
+        #: The execution's run (``self``, unless this runs a spawned agent).
+        self.root: GraphRun = root if root is not None else self
+        #: Paths of the steps in flight, each run's outermost with its input: what a
+        #: checkpoint records as its frontier. Shared with the runs of spawned agents.
+        self.frontier: list[tuple[str, JsonValue]] = root.frontier if root is not None else []
+        #: The frontier when a step raised (set once, at the innermost step).
+        self.failed_frontier: list[tuple[str, JsonValue]] | None = None
+        #: Snapshots taken while this execution ran.
+        self.checkpoints = 0
+        self._depth = 0
         #: The tools offered by the model call that gave the last answer (``None``: all).
         #: A tool call the model makes outside them is refused like an unknown tool: a
         #: step offering a few tools must not reach every tool of the harness.
@@ -92,16 +115,35 @@ class GraphRun:
 
     async def run_step(self, step: GraphStep, path: str) -> JsonValue:
         """Run ``step`` at ``path`` (it is on the frontier while it runs)."""
-        self.frontier.append((path, self.input if not self.frontier else None))
+        self.frontier.append((path, self.input if self._depth == 0 else None))
+        self._depth += 1
         try:
+            if self.composite_units and step.kind in COMPOSITE_KINDS:
+                unit = Unit(
+                    path=path, kind="composite", step_id=step.id, identity=step_identity(step)
+                )
+
+                async def compute(_: Mapping[str, JsonValue]) -> JsonValue:
+                    return await step.run(self, path)
+
+                return await run_unit(self.recorder, unit, compute)
             return await step.run(self, path)
+        except BaseException:
+            if self.root.failed_frontier is None:
+                self.root.failed_frontier = list(self.frontier)
+            raise
         finally:
+            self._depth -= 1
             self.frontier.pop()
 
     async def append(self, ctx: Context, items: list[Item]) -> None:
-        """Append through the layers' hooks; the harness checkpoints after it, if durable."""
+        """Append through the layers' hooks; the harness checkpoints after it, if durable.
+
+        The checkpoint is the execution's (the root context's), also when ``ctx`` is a
+        spawned agent's: a child context has no snapshot of its own.
+        """
         if run_append_pipeline(ctx, items):
-            await self.harness.appended(ctx, self)
+            await self.harness.appended(self.root.ctx, self.root)
 
     # --- model calls ------------------------------------------------------------------
 
@@ -294,8 +336,13 @@ class GraphRun:
         return await run_unit(self.recorder, unit, compute)
 
     async def ask_user(self, step: AskUser, path: str) -> JsonValue:
-        """Ask (or replay the recorded answer); the answer becomes a user message."""
+        """Ask (or replay the recorded answer); the answer becomes a user message.
+
+        The prompt (its id is the step's path) is queued on the execution's context, in a
+        spawned agent too: that is the queue the snapshot holds and answers are keyed by.
+        """
         unit = Unit(path=path, kind="code", step_id=step.id, identity=step_identity(step))
+        execution = self.root.ctx
 
         async def compute(_: Mapping[str, JsonValue]) -> JsonValue:
             question: Any = step.question
@@ -304,9 +351,9 @@ class GraphRun:
                 if inspect.isawaitable(question):
                     question = await question
             check_json_value(question, where=f"the question of step {path!r}")
-            await self.harness.enqueue_ask_user(self.ctx, path, question)
-            text = await self.harness.wait_for_answer(self.ctx, path, suspend=step.suspend)
-            self.ctx.ask_user = [prompt for prompt in self.ctx.ask_user if prompt.id != path]
+            await self.harness.enqueue_ask_user(execution, path, question)
+            text = await self.harness.wait_for_answer(execution, path, suspend=step.suspend)
+            execution.ask_user = [prompt for prompt in execution.ask_user if prompt.id != path]
             answer = Item(message=Message(role="user", content=text), call_path=path)
             await self.append(self.ctx, [answer])
             return text
@@ -314,27 +361,37 @@ class GraphRun:
         return await run_unit(self.recorder, unit, compute)
 
     async def spawn(self, step: Spawn, path: str) -> JsonValue:
-        """Run the child agent in a child context (same recorder, paths under this one)."""
-        child_input: Any = step.input
-        if callable(child_input):
-            child_input = child_input(self.ctx)
-            if inspect.isawaitable(child_input):
-                child_input = await child_input
-        check_json_value(child_input, where=f"the input of spawn step {path!r}")
-        child = Context(
-            thread_id=self.ctx.thread_id,
-            resource_id=self.ctx.resource_id,
-            layers=default_layers(step.instructions),
-            cwd=self.ctx.cwd,
-            parent=self.ctx,
-        )
-        child.id = f"{self.ctx.id}.{step.id}"
-        if child_input is not None:
-            await self.append(child, [Item(message=input_message(child_input))])
+        """Run the child agent in a child context (same recorder, paths under this one).
+
+        A recorded spawn replays without building the child at all.
+        """
         unit = Unit(path=path, kind="spawn", step_id=step.id, identity=step_identity(step))
-        child_run = GraphRun(self.harness, child, self.recorder, child_input)
 
         async def compute(_: Mapping[str, JsonValue]) -> JsonValue:
+            child_input: Any = step.input
+            if callable(child_input):
+                child_input = child_input(self.ctx)
+                if inspect.isawaitable(child_input):
+                    child_input = await child_input
+            check_json_value(child_input, where=f"the input of spawn step {path!r}")
+            child = Context(
+                id=f"{self.ctx.id}.{step.id}",
+                thread_id=self.ctx.thread_id,
+                resource_id=self.ctx.resource_id,
+                layers=default_layers(step.instructions),
+                cwd=self.ctx.cwd,
+                parent=self.ctx,
+            )
+            if child_input is not None:
+                await self.append(child, [Item(message=input_message(child_input))])
+            child_run = GraphRun(
+                self.harness,
+                child,
+                self.recorder,
+                child_input,
+                composite_units=self.composite_units,
+                root=self.root,
+            )
             return await child_run.run_step(step.agent, child_path(path, step.agent.id))
 
         return await run_unit(self.recorder, unit, compute)

@@ -18,6 +18,8 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import pydantic
+
 from little_workflow.codec import JsonValue, check_json_value
 from little_workflow.durable._checkpoints import (
     AskUserRecord,
@@ -33,8 +35,9 @@ from little_workflow.durable._ledger import (
     StepLedgerRetention,
 )
 from little_workflow.durable._recorder import NullRecorder, Recorder
-from little_workflow.errors import AwaitingAnswerError
+from little_workflow.errors import AwaitingAnswerError, ConfigError, CorruptDataError
 from little_workflow.harness._context import (
+    STANDARD_LAYERS,
     AskUserPrompt,
     Context,
     ContextLayer,
@@ -59,6 +62,7 @@ __all__ = [
     "ToolHook",
     "Toolset",
     "answer_key",
+    "answer_prefix",
 ]
 
 logger = logging.getLogger("little_workflow.harness")
@@ -199,40 +203,88 @@ class AgentHarness:
         ``recorder`` makes the execution durable (see ``durable._recorder``). Without one,
         a harness with a checkpoint store keeps the execution's step ledger (recorded
         steps replay) and snapshots the context; a zero-config harness records nothing.
+
+        Without ``input``, a context with a frontier (a restored one, or one whose last
+        execution raised) continues where it was: its steps run again, and recorded ones
+        replay. Otherwise this is a new turn of the conversation: the graph runs at its
+        id for the first, at ``<id>@<items before it>`` for a later one, so that a turn
+        never replays what an earlier turn recorded.
         """
         if input is not None:
             check_json_value(input, where="the input of the agent")
-        return await self._execute(ctx, input, recorder=recorder, append_input=input is not None)
+        elif ctx.frontier:
+            root, run_input = ctx.frontier[0]
+            return await self._run(ctx, root, run_input, recorder=recorder)
+        graph_id = self.agent_graph.id
+        root = graph_id if len(ctx.items) == 0 else f"{graph_id}@{len(ctx.items)}"
+        return await self._run(ctx, root, input, recorder=recorder, append_input=input is not None)
 
-    async def _execute(
-        self, ctx: Context, input: JsonValue, *, recorder: Recorder | None, append_input: bool
+    async def _run(
+        self,
+        ctx: Context,
+        root: str | None,
+        input: JsonValue,
+        *,
+        recorder: Recorder | None,
+        append_input: bool = False,
     ) -> JsonValue:
+        """Run the graph at path ``root`` (``None``: the latest turn the ledger recorded)."""
         if recorder is None and self.checkpoint_store is not None:
             recorder = await StepLedger.load(self.checkpoint_store.storage, ctx.id, self.retention)
-        run = GraphRun(self, ctx, recorder if recorder is not None else NullRecorder(), input)
+        if root is None:
+            graph_id = self.agent_graph.id
+
+            def is_turn(path: str) -> bool:
+                name, _, turn = path.partition("@")
+                return name == graph_id and (turn == "" or turn.isdigit())
+
+            latest = recorder.last_recorded(is_turn) if isinstance(recorder, StepLedger) else None
+            root = latest or graph_id
+        run = GraphRun(
+            self,
+            ctx,
+            recorder if recorder is not None else NullRecorder(),
+            input,
+            composite_units=isinstance(recorder, StepLedger),
+        )
         before = len(ctx.items)
         self._runs[ctx.id] = run
         try:
             if append_input:
                 await run.append(ctx, [Item(message=input_message(input))])
-            return await run.run_step(self.agent_graph, self.agent_graph.id)
+            output = await run.run_step(self.agent_graph, root)
+        except BaseException:
+            # What was in flight when it raised: a snapshot's frontier, and where a later
+            # execute() without input (or a resume) continues.
+            ctx.frontier = list(run.failed_frontier or [(root, input)])
+            raise
+        else:
+            ctx.frontier = []
         finally:
             del self._runs[ctx.id]
-            if len(ctx.items) != before:
+            if run.checkpoints or len(ctx.items) != before:
+                # The final word on this execution: its item log, and its frontier (none
+                # once it completed; what was in flight if it raised).
                 await self.checkpoint(ctx)
+        return output
 
     async def resume(
         self, execution_id: str, options: RestoreContextOptions | None = None
     ) -> tuple[Context, JsonValue] | None:
         """Restore ``execution_id`` and run it again; recorded steps replay from the ledger.
 
-        Returns the context and the output, or ``None`` if there is no snapshot.
+        An execution with a frontier continues from it; one that completed replays its
+        latest turn (recorded whole, nothing runs). Returns the context and the output,
+        or ``None`` if there is no snapshot.
         """
         ctx = await self.restore(execution_id, options)
         if ctx is None:
             return None
-        input = ctx.frontier[0][1] if ctx.frontier else None
-        output = await self._execute(ctx, input, recorder=None, append_input=False)
+        if ctx.frontier:
+            root, input = ctx.frontier[0]
+            output = await self._run(ctx, root, input, recorder=None)
+        else:
+            output = await self._run(ctx, None, None, recorder=None)
         return ctx, output
 
     # --- durability hooks -------------------------------------------------------------
@@ -251,33 +303,37 @@ class AgentHarness:
     async def checkpoint(self, ctx: Context) -> None:
         """Save a snapshot of ``ctx`` (a no-op without a checkpoint store).
 
-        A failing save is logged and swallowed: a checkpoint never fails the step that
-        triggered it. What it would have saved is rebuilt from the ledger on resume.
+        The frontier is the running execution's steps in flight, or (between runs) the
+        context's own. A failing save (or a context that cannot be snapshotted) is
+        logged and swallowed: a checkpoint never fails the step that triggered it. What
+        it would have saved is rebuilt from the ledger on resume.
         """
         store = self.checkpoint_store
         if store is None:
             return
         run = self._runs.get(ctx.id)
-        snapshot = CheckpointSnapshot(
-            execution_id=ctx.id,
-            thread_id=ctx.thread_id,
-            resource_id=ctx.resource_id,
-            frontier=[
-                FrontierEntry(step_id=path, input=input)
-                for path, input in (run.frontier if run is not None else [])
-            ],
-            layers={layer.id: layer.state() for layer in ctx.layers},
-            cwd=CwdRecord(current=ctx.cwd, previous=ctx.previous_cwd)
-            if ctx.cwd is not None or ctx.previous_cwd is not None
-            else None,
-            ask_user=[
-                AskUserRecord(id=prompt.id, input=prompt.input, created_at=prompt.created_at)
-                for prompt in ctx.ask_user
-            ],
-            item_log=ItemLogRecord(items=[item.to_json() for item in ctx.items.items]),
-            captured_at=datetime.datetime.now(datetime.UTC).isoformat(),
-        )
+        if run is not None:
+            run.checkpoints += 1
         try:
+            snapshot = CheckpointSnapshot(
+                execution_id=ctx.id,
+                thread_id=ctx.thread_id,
+                resource_id=ctx.resource_id,
+                frontier=[
+                    FrontierEntry(step_id=path, input=input)
+                    for path, input in (run.frontier if run is not None else ctx.frontier)
+                ],
+                layers={layer.id: layer.state() for layer in ctx.layers},
+                cwd=CwdRecord(current=ctx.cwd, previous=ctx.previous_cwd)
+                if ctx.cwd is not None or ctx.previous_cwd is not None
+                else None,
+                ask_user=[
+                    AskUserRecord(id=prompt.id, input=prompt.input, created_at=prompt.created_at)
+                    for prompt in ctx.ask_user
+                ],
+                item_log=ItemLogRecord(items=[item.to_json() for item in ctx.items.items]),
+                captured_at=datetime.datetime.now(datetime.UTC).isoformat(),
+            )
             await store.save(snapshot)
         except Exception as exc:  # the step that triggered it still succeeds
             logger.warning("checkpoint of execution %r was not saved: %s", ctx.id, exc)
@@ -288,8 +344,11 @@ class AgentHarness:
         """The context of ``execution_id`` rebuilt from its snapshot, or ``None`` if none.
 
         Caller options (``parent``, ``state``, ``context`` layers) are applied first; the
-        snapshot's values then overwrite them, so the record always wins. Raises
-        ``ConfigError`` (``CHECKPOINT_SCHEMA_MISMATCH``) for a snapshot of another schema.
+        snapshot's values then overwrite them, so the record always wins. Without
+        ``context``, the snapshot's layers are rebuilt (the built-in ones, in their
+        order). Raises ``ConfigError``: ``CHECKPOINT_SCHEMA_MISMATCH`` for a snapshot of
+        another schema, ``CHECKPOINT_LAYERS_MISSING`` for a snapshot holding the state of
+        a layer the context would not have (pass it in ``context``).
         """
         if options is not None and not isinstance(options, RestoreContextOptions):
             raise TypeError(
@@ -303,10 +362,27 @@ class AgentHarness:
         if snapshot is None:
             return None
         options = options or RestoreContextOptions()
-        layers = list(options.context) if options.context is not None else default_layers()
+        if options.context is not None:
+            layers = list(options.context)
+        else:
+            layers = [STANDARD_LAYERS[id]() for id in snapshot.layers if id in STANDARD_LAYERS]
+        missing = sorted(set(snapshot.layers) - {layer.id for layer in layers})
+        if missing:
+            raise ConfigError(
+                f"the checkpoint of execution {execution_id!r} holds the state of layer(s) "
+                f"{', '.join(map(repr, missing))}, which the restored context would not have; "
+                "pass them in RestoreContextOptions(context=[...]) rather than lose their state",
+                code="CHECKPOINT_LAYERS_MISSING",
+            )
         ctx = Context(id=execution_id, layers=layers, state=options.state, parent=options.parent)
         ctx.thread_id, ctx.resource_id = snapshot.thread_id, snapshot.resource_id
-        ctx.items = ItemLog(Item.from_json(item) for item in snapshot.item_log.items)  # type: ignore[arg-type]
+        try:
+            ctx.items = ItemLog(Item.from_json(item) for item in snapshot.item_log.items)  # type: ignore[arg-type]
+        except (KeyError, TypeError, AttributeError, pydantic.ValidationError) as exc:
+            raise CorruptDataError(
+                f"the checkpoint of execution {execution_id!r} has an item that is not an "
+                f"item of the log ({type(exc).__name__})"
+            ) from exc
         for layer in ctx.layers:
             if layer.id in snapshot.layers:
                 layer.load_state(snapshot.layers[layer.id])
@@ -320,17 +396,26 @@ class AgentHarness:
         return ctx
 
     async def clear_checkpoint(self, execution_id: str) -> None:
-        """Discard the snapshot and every ledger entry of ``execution_id``.
+        """Discard the snapshot, every ledger entry and every answer of ``execution_id``.
 
         ``checkpoint_store.clear()`` alone would strand the ledger's entries, which
-        nothing else enumerates.
+        nothing else enumerates (and a later execution with the same id would replay
+        them). The snapshot goes last: if this is cut short, the execution still has
+        one, and clearing again finishes the job.
         """
+        for pending in list(self._pending_answers):
+            if pending[0] == execution_id:
+                del self._pending_answers[pending]
         store = self.checkpoint_store
         if store is None:
             return
+        await StepLedger.clear_execution(store.storage, execution_id)
+        prefix = answer_prefix(execution_id)
+        for key in await store.storage.list(prefix):
+            suffix = key[len(prefix) :]
+            if len(suffix) == _ANSWER_DIGEST and all(c in "0123456789abcdef" for c in suffix):
+                await store.storage.delete(key)
         await store.clear(execution_id)
-        ledger = await StepLedger.load(store.storage, execution_id, self.retention)
-        await ledger.clear()
 
     # --- asking the person --------------------------------------------------------------
 
@@ -391,7 +476,15 @@ class AgentHarness:
             self._answered.pop(key, None)
 
 
+_ANSWER_DIGEST = 24
+
+
+def answer_prefix(execution_id: str) -> str:
+    """``execution:<id>:answer:``, the prefix of the keys of an execution's answers."""
+    return f"execution:{validate_id(execution_id, what='execution id')}:answer:"
+
+
 def answer_key(execution_id: str, prompt_id: str) -> str:
     """The storage key of the answer to a prompt (the prompt id is hashed: it is a path)."""
-    digest = hashlib.sha256(prompt_id.encode("utf-8")).hexdigest()[:24]
-    return f"execution:{validate_id(execution_id, what='execution id')}:answer:{digest}"
+    digest = hashlib.sha256(prompt_id.encode("utf-8")).hexdigest()[:_ANSWER_DIGEST]
+    return f"{answer_prefix(execution_id)}{digest}"
