@@ -66,13 +66,32 @@ class Item:
 
 
 class ItemLog:
-    """The conversation, in order; model answers deduplicated by response id."""
+    """The conversation, in order; model answers deduplicated by response id.
+
+    A resumed execution replays its steps into a log restored with everything they
+    appended the first time. While it does, the log has a **replay position**: the
+    items the replay has reached (an item appended again moves it to where that item
+    already is). ``messages`` and ``last_assistant()`` read up to it, so a step sees
+    the conversation as it was when the step first ran, not the restored end of it. An
+    item the log does not hold yet is appended at the end, and ends the replay.
+    """
 
     def __init__(self, items: Iterable[Item] = ()) -> None:
         self._items: list[Item] = []
-        self._responses: set[str] = set()
+        #: Dedupe key (response id, or the call path of a tool result) → position.
+        self._keys: dict[str, int] = {}
+        #: The replay position, or ``None`` when the replay (if any) reached the end.
+        self._cursor: int | None = None
         for item in items:
             self.append(item)
+
+    @staticmethod
+    def _key(item: Item) -> str | None:
+        if item.response_id is not None:
+            return item.response_id
+        if item.call_path is not None:
+            return f"tool-result:{item.call_path}"
+        return None
 
     def append(self, item: Item) -> bool:
         """Add ``item``; ``False`` (and nothing added) if it is already here.
@@ -80,29 +99,45 @@ class ItemLog:
         A model answer is known by its response id, a tool result by the path of the call
         it answers: a resumed execution that replays them does not append them twice.
         """
-        key = item.response_id
-        if key is None and item.call_path is not None:
-            key = f"tool-result:{item.call_path}"
+        key = self._key(item)
         if key is not None:
-            if key in self._responses:
+            position = self._keys.get(key)
+            if position is not None:
+                if self._cursor is not None:
+                    self._cursor = max(self._cursor, position + 1)
+                    if self._cursor >= len(self._items):
+                        self._cursor = None
                 return False
-            self._responses.add(key)
+            self._keys[key] = len(self._items)
         self._items.append(item)
+        self._cursor = None
         return True
+
+    def replay_from(self, position: int | None) -> None:
+        """Start a replay at ``position`` (the items before it are its past); ``None`` ends it."""
+        if position is None or position >= len(self._items):
+            self._cursor = None
+        else:
+            self._cursor = max(0, position)
+
+    @property
+    def position(self) -> int:
+        """The replay position: the number of items the conversation so far holds."""
+        return len(self._items) if self._cursor is None else self._cursor
 
     @property
     def items(self) -> Sequence[Item]:
-        """The items, oldest first."""
+        """Every item, oldest first (beyond the replay position too)."""
         return tuple(self._items)
 
     @property
     def messages(self) -> list[Message]:
-        """The messages of the items, oldest first."""
-        return [item.message for item in self._items]
+        """The messages of the conversation so far (up to the replay position), oldest first."""
+        return [item.message for item in self._items[: self.position]]
 
     def last_assistant(self) -> Message | None:
-        """The latest assistant message, if any."""
-        for item in reversed(self._items):
+        """The latest assistant message of the conversation so far, if any."""
+        for item in reversed(self._items[: self.position]):
             if item.message.role == "assistant":
                 return item.message
         return None

@@ -103,6 +103,8 @@ class GraphRun:
         #: Paths of the steps in flight, each run's outermost with its input: what a
         #: checkpoint records as its frontier. Shared with the runs of spawned agents.
         self.frontier: list[tuple[str, JsonValue]] = root.frontier if root is not None else []
+        #: The path the execution's graph runs at (its root step's; set by the harness).
+        self.root_path: str | None = None
         #: The frontier when a step raised (set once, at the innermost step).
         self.failed_frontier: list[tuple[str, JsonValue]] | None = None
         #: Snapshots taken while this execution ran.
@@ -112,6 +114,12 @@ class GraphRun:
         #: A tool call the model makes outside them is refused like an unknown tool: a
         #: step offering a few tools must not reach every tool of the harness.
         self.offered: tuple[str, ...] | None = None
+
+    def in_flight(self) -> list[tuple[str, JsonValue]]:
+        """The frontier to snapshot: the steps in flight, or the root about to run."""
+        if not self.frontier and self.root_path is not None:
+            return [(self.root_path, self.input)]
+        return list(self.frontier)
 
     async def run_step(self, step: GraphStep, path: str) -> JsonValue:
         """Run ``step`` at ``path`` (it is on the frontier while it runs)."""

@@ -247,8 +247,15 @@ class AgentHarness:
             input,
             composite_units=isinstance(recorder, StepLedger),
         )
+        run.root_path = root
         before = len(ctx.items)
         self._runs[ctx.id] = run
+        if not append_input:
+            # Continuing: the log already holds what the recorded steps appended. The
+            # replay starts where the turn did (after its input) and walks through it.
+            name, _, turn = root.partition("@")
+            start = int(turn) if name == self.agent_graph.id and turn.isdigit() else 0
+            ctx.items.replay_from(start + (input is not None))
         try:
             if append_input:
                 await run.append(ctx, [Item(message=input_message(input))])
@@ -262,6 +269,7 @@ class AgentHarness:
             ctx.frontier = []
         finally:
             del self._runs[ctx.id]
+            ctx.items.replay_from(None)
             if run.checkpoints or len(ctx.items) != before:
                 # The final word on this execution: its item log, and its frontier (none
                 # once it completed; what was in flight if it raised).
@@ -321,7 +329,7 @@ class AgentHarness:
                 resource_id=ctx.resource_id,
                 frontier=[
                     FrontierEntry(step_id=path, input=input)
-                    for path, input in (run.frontier if run is not None else ctx.frontier)
+                    for path, input in (run.in_flight() if run is not None else ctx.frontier)
                 ],
                 layers={layer.id: layer.state() for layer in ctx.layers},
                 cwd=CwdRecord(current=ctx.cwd, previous=ctx.previous_cwd)
