@@ -13,6 +13,7 @@ from little_workflow.durable._checkpoints import (
     CwdRecord,
     FrontierEntry,
     create_checkpoint_store,
+    snapshot_key,
 )
 from little_workflow.durable._ledger import (
     DEFAULT_STEP_LEDGER_RETENTION,
@@ -53,4 +54,5 @@ __all__ = [
     "UnitKind",
     "create_checkpoint_store",
     "run_unit",
+    "snapshot_key",
 ]

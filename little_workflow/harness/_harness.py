@@ -59,6 +59,7 @@ __all__ = [
     "HarnessEnvironment",
     "HarnessStorage",
     "RestoreContextOptions",
+    "SpawnHandle",
     "ToolHook",
     "Toolset",
     "answer_key",
@@ -141,6 +142,33 @@ class Toolset:
     def manifest(self) -> dict[str, str]:
         """``{name: schema_hash}``, for capability manifests."""
         return self.registry.manifest()
+
+
+class SpawnHandle:
+    """A detached agent running in this process; ``await handle.wait()`` gives its output."""
+
+    def __init__(self, *, handle_id: str, context: Context, task: asyncio.Task[JsonValue]) -> None:
+        self.handle_id = handle_id
+        #: The child's context; its ``id`` is the child's execution id.
+        self.context = context
+        self._task = task
+
+    @property
+    def execution_id(self) -> str:
+        """The child execution's id."""
+        return self.context.id
+
+    def done(self) -> bool:
+        """Whether the child has finished (successfully or not)."""
+        return self._task.done()
+
+    async def wait(self) -> JsonValue:
+        """The child's output (its exception, if it raised)."""
+        return await asyncio.shield(self._task)
+
+    def cancel(self) -> None:
+        """Stop the child."""
+        self._task.cancel()
 
 
 class AgentHarness:
@@ -402,6 +430,49 @@ class AgentHarness:
         ]
         ctx.frontier = [(entry.step_id, entry.input) for entry in snapshot.frontier]
         return ctx
+
+    def detached_spawn(
+        self,
+        agent: GraphStep,
+        input: JsonValue,
+        parent_ctx: Context,
+        *,
+        cwd_init: str | None = None,
+        instructions: str | None = None,
+    ) -> SpawnHandle:
+        """Start ``agent`` in a child context and return at once with its handle.
+
+        The child runs in this process as a task, with this harness's slots, tools and
+        environment (so a durable harness keeps the child's own snapshot and ledger, under
+        the child's execution id). When it settles, successfully or not, the parent is
+        checkpointed. Running the child as an OS process is the subprocess adapters' job.
+        """
+        check_json_value(input, where="the input of the spawned agent")
+        child = Context(
+            id=new_id("exec"),
+            thread_id=parent_ctx.thread_id,
+            resource_id=parent_ctx.resource_id,
+            layers=default_layers(instructions),
+            cwd=cwd_init if cwd_init is not None else parent_ctx.cwd,
+            parent=parent_ctx,
+        )
+        runner = AgentHarness(
+            name=f"{self.name}/spawn",
+            agent_graph=agent,
+            model_slots=self.model_slots,
+            tools=self.tools,
+            params=self.params,
+            environment=self.environment,
+        )
+
+        async def body() -> JsonValue:
+            try:
+                return await runner.execute(child, input)
+            finally:
+                await self.checkpoint(parent_ctx)
+
+        task = asyncio.get_running_loop().create_task(body())
+        return SpawnHandle(handle_id=new_id("spawn"), context=child, task=task)
 
     async def clear_checkpoint(self, execution_id: str) -> None:
         """Discard the snapshot, every ledger entry and every answer of ``execution_id``.
