@@ -7,7 +7,8 @@ committed is paid for twice.
 The public API is re-exported here; sub-packages hold the layers: ``lwir`` (the
 workflow document), ``runtime`` (runs), ``harness`` (agents: sessions, model slots,
 tools), ``durable`` (locks, memoization), ``storage``
-(KV stores and event logs), ``platform`` (process identity), and the data model
+(KV stores and event logs), ``platform`` (process identity, subprocess adapters,
+durable IPC), and the data model
 (``errors``, ``ids``, ``codec``, ``events``).
 """
 
@@ -15,17 +16,25 @@ from __future__ import annotations
 
 from little_workflow.codec import JsonValue, canonical_json, sha256_digest
 from little_workflow.errors import (
+    AckBeyondLastSeqError,
     AwaitingAnswerError,
     CapabilityDriftError,
     ConfigError,
     ConflictError,
     CorruptDataError,
+    FrameError,
+    FrameTooLargeError,
+    InvalidAddressError,
     InvalidIdError,
     InvalidInputError,
     InvalidKeyError,
     InvalidStepPathError,
     InvalidStoreUrlError,
     InvalidValueError,
+    IpcAuthError,
+    IpcConnectionError,
+    IpcError,
+    IpcProtocolError,
     LittleWorkflowError,
     LockTimeoutError,
     LwirError,
@@ -39,17 +48,28 @@ from little_workflow.errors import (
     RecordedFailure,
     RunFailedError,
     SchemaVersionError,
+    SequenceGapError,
     StorageBusyError,
     StorageError,
     StorageUnavailableError,
+    SubprocessError,
     TemplateError,
     TemplateSyntaxError,
     ToolArgumentsError,
     ToolCallError,
     ToolDefinitionError,
     UnknownEventTypeError,
+    UnknownFrameTypeError,
 )
-from little_workflow.harness import AgentHarness, Context, ModelSlot, Tool, agent, tool
+from little_workflow.harness import (
+    AgentHarness,
+    Context,
+    ModelSlot,
+    Tool,
+    agent,
+    reattach_live_children,
+    tool,
+)
 from little_workflow.ids import new_id, validate_id
 from little_workflow.lwir import (
     AgentStep,
@@ -65,6 +85,8 @@ from little_workflow.lwir import (
     load_workflow,
     parse_workflow,
 )
+from little_workflow.platform import create_local_subprocess_adapter
+from little_workflow.platform.ipc import create_durable_outbound_queue
 from little_workflow.runtime import (
     ReplayResult,
     RunResult,
@@ -87,6 +109,7 @@ from little_workflow.storage import (
 __version__ = "0.1.0.dev0"
 
 __all__ = [
+    "AckBeyondLastSeqError",
     "AgentHarness",
     "AgentStep",
     "AwaitingAnswerError",
@@ -98,12 +121,19 @@ __all__ = [
     "DecisionStep",
     "EventLog",
     "ExecuteStep",
+    "FrameError",
+    "FrameTooLargeError",
+    "InvalidAddressError",
     "InvalidIdError",
     "InvalidInputError",
     "InvalidKeyError",
     "InvalidStepPathError",
     "InvalidStoreUrlError",
     "InvalidValueError",
+    "IpcAuthError",
+    "IpcConnectionError",
+    "IpcError",
+    "IpcProtocolError",
     "JsonValue",
     "LittleWorkflowError",
     "LockTimeoutError",
@@ -128,12 +158,14 @@ __all__ = [
     "Runtime",
     "RuntimeSetup",
     "SchemaVersionError",
+    "SequenceGapError",
     "StepContext",
     "StorageAdapter",
     "StorageBusyError",
     "StorageError",
     "StorageUnavailableError",
     "SubWorkflowStep",
+    "SubprocessError",
     "TemplateError",
     "TemplateSyntaxError",
     "Tool",
@@ -142,19 +174,23 @@ __all__ = [
     "ToolDefinitionError",
     "ToolStep",
     "UnknownEventTypeError",
+    "UnknownFrameTypeError",
     "Workflow",
     "__version__",
     "agent",
     "canonical_json",
+    "create_durable_outbound_queue",
     "create_file_storage",
     "create_in_memory_event_log",
     "create_in_memory_storage",
+    "create_local_subprocess_adapter",
     "definition_hash",
     "load_workflow",
     "new_id",
     "open_event_log",
     "open_storage",
     "parse_workflow",
+    "reattach_live_children",
     "sha256_digest",
     "tool",
     "validate_id",

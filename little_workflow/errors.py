@@ -24,7 +24,13 @@ errors (``sqlite3``, ``psycopg``, ``OSError``) are translated at the boundary wi
     │   ├── TemplateError                    template_error (missing key, wrong type)
     │   │   └── TemplateSyntaxError          template_syntax
     │   ├── InvalidStepPathError             invalid_step_path (and invalid_branch_key)
-    │   └── ToolArgumentsError               tool_arguments_invalid
+    │   ├── ToolArgumentsError               tool_arguments_invalid
+    │   ├── FrameError                       ipc_frame_invalid (a frame on the IPC wire)
+    │   │   ├── FrameTooLargeError           ipc_frame_too_large
+    │   │   └── UnknownFrameTypeError        ipc_frame_unknown_type
+    │   ├── IpcProtocolError                 ipc_protocol_error (and a server's bye codes)
+    │   ├── AckBeyondLastSeqError            ipc_ack_beyond_last_seq
+    │   └── InvalidAddressError              ipc_address_invalid
     ├── StorageError                         storage_error
     │   ├── StorageUnavailableError          storage_unavailable
     │   ├── StorageBusyError                 storage_busy
@@ -38,6 +44,11 @@ errors (``sqlite3``, ``psycopg``, ``OSError``) are translated at the boundary wi
     ├── RecordedFailure                      recorded_failure (a recorded failure, replayed)
     ├── PlannerError                         planner_gave_up (no valid workflow in its turns)
     ├── AwaitingAnswerError                  awaiting_answer (suspended on an ask-user prompt)
+    ├── SubprocessError                      subprocess_error (child_failed, child_lost)
+    ├── IpcError                             ipc_error (ipc_listen_failed, ipc_address_in_use)
+    │   ├── IpcConnectionError               ipc_connection_failed (and ipc_connection_lost)
+    │   ├── IpcAuthError                     ipc_auth_failed
+    │   └── SequenceGapError                 ipc_sequence_gap
     ├── LockTimeoutError                     lock_timeout
     ├── MemoMismatchError                    memo_identity_mismatch
     └── RunFailedError                       run_failed (carries ``cause_code``)
@@ -52,17 +63,25 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 __all__ = [
+    "AckBeyondLastSeqError",
     "AwaitingAnswerError",
     "CapabilityDriftError",
     "ConfigError",
     "ConflictError",
     "CorruptDataError",
+    "FrameError",
+    "FrameTooLargeError",
+    "InvalidAddressError",
     "InvalidIdError",
     "InvalidInputError",
     "InvalidKeyError",
     "InvalidStepPathError",
     "InvalidStoreUrlError",
     "InvalidValueError",
+    "IpcAuthError",
+    "IpcConnectionError",
+    "IpcError",
+    "IpcProtocolError",
     "LittleWorkflowError",
     "LockTimeoutError",
     "LwirError",
@@ -77,15 +96,18 @@ __all__ = [
     "RecordedFailure",
     "RunFailedError",
     "SchemaVersionError",
+    "SequenceGapError",
     "StorageBusyError",
     "StorageError",
     "StorageUnavailableError",
+    "SubprocessError",
     "TemplateError",
     "TemplateSyntaxError",
     "ToolArgumentsError",
     "ToolCallError",
     "ToolDefinitionError",
     "UnknownEventTypeError",
+    "UnknownFrameTypeError",
 ]
 
 
@@ -439,6 +461,121 @@ class RecordedFailure(LittleWorkflowError):
     def __init__(self, message: str, *, error_code: str) -> None:
         super().__init__(message)
         self.error_code = error_code
+
+
+class SubprocessError(LittleWorkflowError):
+    """A child started through a ``SubprocessAdapter`` did not give a result.
+
+    Code ``child_failed``: its target raised (``error_type`` and the message are the
+    child's). Code ``child_lost``: it died without recording a result (killed, crashed).
+    """
+
+    code = "subprocess_error"
+
+    def __init__(
+        self, message: str, *, code: str | None = None, handle_id: str, error_type: str = ""
+    ) -> None:
+        super().__init__(message, code=code)
+        self.handle_id = handle_id
+        self.error_type = error_type
+
+
+class IpcError(LittleWorkflowError):
+    """An IPC connection or listener failed.
+
+    Raise sites pass a more specific code where one helps a caller decide what to do:
+    ``ipc_listen_failed`` (the socket could not be bound) and ``ipc_address_in_use``
+    (another live server holds the socket path or port).
+    """
+
+    code = "ipc_error"
+
+
+class IpcConnectionError(IpcError):
+    """A connection could not be made, or was lost.
+
+    The code says which: ``ipc_connection_failed`` or ``ipc_connection_lost``.
+    A ``DurableClient`` retries these per its ``ReconnectPolicy`` before raising one.
+    """
+
+    code = "ipc_connection_failed"
+
+
+class IpcAuthError(IpcError):
+    """The server refused the ``hello``: the token was missing or wrong.
+
+    Not retried: the same token would be refused again.
+    """
+
+    code = "ipc_auth_failed"
+
+
+class SequenceGapError(IpcError):
+    """A client received a durable frame past the next expected seq: frames are missing.
+
+    They were compacted after another client acked them, or the queue's storage was
+    discarded while the client kept its ack store. Never skipped silently: the client
+    must decide (start over with a fresh ``client_id``, or give up). ``expected`` and
+    ``received`` are the seqs involved when the client saw the gap itself (``None`` when
+    the server refused a resume point behind its compacted frames).
+    """
+
+    code = "ipc_sequence_gap"
+
+    def __init__(
+        self, message: str, *, expected: int | None = None, received: int | None = None
+    ) -> None:
+        super().__init__(message)
+        self.expected = expected
+        self.received = received
+
+
+class FrameError(InvalidInputError):
+    """Bytes or a JSON object on the wire are not a valid frame; the message says why."""
+
+    code = "ipc_frame_invalid"
+
+
+class FrameTooLargeError(FrameError):
+    """A frame is longer than the connection's ``max_frame_bytes``.
+
+    On a stream the length prefix is checked before the body is read, so an oversize
+    frame costs its four header bytes, not its claimed size.
+    """
+
+    code = "ipc_frame_too_large"
+
+
+class UnknownFrameTypeError(FrameError):
+    """A frame's ``type`` is not one the connection's protocol version knows."""
+
+    code = "ipc_frame_unknown_type"
+
+
+class IpcProtocolError(InvalidInputError):
+    """Valid frames in an order or state the protocol does not allow.
+
+    For example a ``durable`` frame before ``hello``, a second ``durableResume``, or an
+    ``ack`` on a connection that negotiated protocol v1. A ``bye`` from a server that
+    closed the connection over bad input surfaces as this error with the server's code.
+    """
+
+    code = "ipc_protocol_error"
+
+
+class AckBeyondLastSeqError(InvalidInputError):
+    """An ack names a seq that was never appended (or never delivered, on a client).
+
+    Nothing changed: the queue's ``acked_through`` and its frames are as they were.
+    """
+
+    code = "ipc_ack_beyond_last_seq"
+
+
+class InvalidAddressError(InvalidInputError):
+    """An IPC address is malformed: an unknown scheme, a bad port, a socket path too long."""
+
+    code = "ipc_address_invalid"
 
 
 class PlannerError(LittleWorkflowError):

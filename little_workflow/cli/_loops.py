@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 from pathlib import Path
 from typing import Any
 
@@ -10,17 +9,14 @@ import click
 
 from little_workflow.cli._main import Options, execute, parse_json_option, print_json
 from little_workflow.cli._runs import _runtime
+from little_workflow.errors import ConfigError
+from little_workflow.references import import_reference
 
 
 def _supervisor(reference: str) -> Any:
-    module_name, _, attribute = reference.partition(":")
-    if not module_name or not attribute:
-        raise click.BadParameter("write package.module:function", param_hint="--supervise")
     try:
-        target: Any = importlib.import_module(module_name)
-        for name in attribute.split("."):
-            target = getattr(target, name)
-    except (ImportError, AttributeError) as exc:
+        target: Any = import_reference(reference, what="--supervise")
+    except ConfigError as exc:
         raise click.BadParameter(str(exc), param_hint="--supervise") from exc
     if not callable(target):
         raise click.BadParameter(f"{reference} is not callable", param_hint="--supervise")

@@ -57,6 +57,11 @@ from little_workflow.harness._harness import (
 )
 from little_workflow.harness._manifest import build_manifest, diff_manifests, manifest_hash
 from little_workflow.harness._slots import ModelSlot
+from little_workflow.harness._spawning import (
+    LiveChildren,
+    reattach_live_children,
+    run_spawned_agent,
+)
 from little_workflow.harness._tool_registry import ToolRegistry
 from little_workflow.harness._tools import Tool, tool
 
@@ -77,6 +82,7 @@ __all__ = [
     "InvokeTool",
     "Item",
     "ItemLog",
+    "LiveChildren",
     "Loop",
     "ModelSlot",
     "NullRecorder",
@@ -108,8 +114,10 @@ __all__ = [
     "invoke_tool",
     "loop",
     "manifest_hash",
+    "reattach_live_children",
     "run_append_pipeline",
     "run_code",
+    "run_spawned_agent",
     "run_tool_calls",
     "run_unit",
     "sequence",

@@ -12,7 +12,7 @@ that yields the identical response is not recorded twice.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -308,6 +308,9 @@ class Context:
     #: is the execution's): set by a restore, and when an execution raises; emptied when
     #: one completes. ``execute()`` without input continues from here.
     frontier: list[tuple[str, JsonValue]] = field(default_factory=list)
+    #: Called with the items each append added (after the layers saw them); never
+    #: persisted. An agent running in a child process streams its log to the host so.
+    item_listeners: list[Callable[[Sequence[Item]], Awaitable[None]]] = field(default_factory=list)
 
     def layer(self, layer_id: str) -> ContextLayer | None:
         """The layer with this id, if the context has one."""

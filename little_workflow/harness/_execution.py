@@ -36,7 +36,9 @@ from little_workflow.harness._graph import (
     step_identity,
 )
 from little_workflow.harness._slots import resolve_slot
+from little_workflow.harness._spawning import AGENT_RUNNER, dispatch, spawn_metadata, step_handle_id
 from little_workflow.harness.models import Message, ModelRequest, ModelResponse
+from little_workflow.platform import InProcessAdapter, SpawnSpec, reference_of
 
 if TYPE_CHECKING:
     from little_workflow.harness._harness import AgentHarness
@@ -150,8 +152,11 @@ class GraphRun:
         The checkpoint is the execution's (the root context's), also when ``ctx`` is a
         spawned agent's: a child context has no snapshot of its own.
         """
-        if run_append_pipeline(ctx, items):
+        added = run_append_pipeline(ctx, items)
+        if added:
             await self.harness.appended(self.root.ctx, self.root)
+            for listener in ctx.item_listeners:
+                await listener(added)
 
     # --- model calls ------------------------------------------------------------------
 
@@ -334,6 +339,18 @@ class GraphRun:
         unit = Unit(path=path, kind="code", step_id=step.id, identity=step_identity(step))
 
         async def compute(_: Mapping[str, JsonValue]) -> JsonValue:
+            if step.subprocess is not None:
+                execution_id = self.root.ctx.id
+                spec = SpawnSpec(
+                    handle_id=step_handle_id(execution_id, path),
+                    target=reference_of(step.fn),
+                    input=self.input,
+                    step_id=step.id,
+                    execution_id=execution_id,
+                    cwd=self.ctx.cwd,
+                    metadata={"path": path},
+                )
+                return await dispatch(step.subprocess, spec)
             result = step.fn(self.ctx, self.input)
             if inspect.isawaitable(result):
                 result = await result
@@ -382,6 +399,25 @@ class GraphRun:
                 if inspect.isawaitable(child_input):
                     child_input = await child_input
             check_json_value(child_input, where=f"the input of spawn step {path!r}")
+            if isinstance(step.agent, str):
+                adapter = step.subprocess or self.harness.subprocess_adapter or InProcessAdapter()
+                execution_id = self.root.ctx.id
+                spec = SpawnSpec(
+                    handle_id=step_handle_id(execution_id, path),
+                    target=step.agent,
+                    runner=AGENT_RUNNER,
+                    input=child_input,
+                    step_id=step.id,
+                    execution_id=execution_id,
+                    cwd=self.ctx.cwd,
+                    metadata=spawn_metadata(
+                        f"{self.ctx.id}.{step.id}",
+                        self.ctx,
+                        instructions=step.instructions,
+                        extra={"path": path},
+                    ),
+                )
+                return await dispatch(adapter, spec)
             child = Context(
                 id=f"{self.ctx.id}.{step.id}",
                 thread_id=self.ctx.thread_id,

@@ -20,7 +20,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from little_workflow.codec import JsonValue, sha256_digest
+from little_workflow.errors import ConfigError
 from little_workflow.lwir import BranchSegment
+from little_workflow.platform import SubprocessAdapter, reference_of, resolve_reference
 
 if TYPE_CHECKING:
     from little_workflow.harness._execution import GraphRun
@@ -161,10 +163,16 @@ class InvokeTool:
 
 @dataclass(frozen=True, slots=True)
 class RunCode:
-    """Run a Python function ``fn(ctx, input)`` (sync or async); its return is the output."""
+    """Run a Python function ``fn(ctx, input)`` (sync or async); its return is the output.
+
+    With ``subprocess``, every dispatch runs ``fn`` through that adapter (in a child
+    process, for a local adapter), by its importable name; there ``ctx`` is the child's
+    ``ChildContext`` (ids, ``cwd``, ``emit``), not the agent's context.
+    """
 
     id: str
     fn: Callable[..., Any]
+    subprocess: SubprocessAdapter | None = None
     kind: str = field(default="code", init=False)
 
     def config(self) -> dict[str, JsonValue]:
@@ -178,19 +186,26 @@ class RunCode:
 
 @dataclass(frozen=True, slots=True)
 class Spawn:
-    """Run another agent graph in a child context; its output is the step's."""
+    """Run another agent in a child context; its output is the step's.
+
+    ``agent`` is a graph (run in this process, recorded under this step's path) or a
+    reference ``package.module:attr`` to a module-level ``AgentHarness`` or graph, run
+    through ``subprocess`` (else the harness's adapter, else in this process).
+    """
 
     id: str
-    agent: GraphStep
+    agent: GraphStep | str
     input: JsonValue | Callable[..., Any] = None
     instructions: str | None = None
+    subprocess: SubprocessAdapter | None = None
     kind: str = field(default="spawn", init=False)
 
     def config(self) -> dict[str, JsonValue]:
         """The child's identity and its input."""
         value: JsonValue = _callable_name(self.input) if callable(self.input) else self.input
+        agent = self.agent
         return {
-            "agent": step_identity(self.agent),
+            "agent": agent if isinstance(agent, str) else step_identity(agent),
             "input": value,
             "instructions": self.instructions,
         }
@@ -339,20 +354,39 @@ def invoke_tool(
     return InvokeTool(id=id or name, name=name, arguments=arguments or {})
 
 
-def run_code(fn: Callable[..., Any], *, id: str | None = None) -> RunCode:
-    """A ``run_code`` step calling ``fn(ctx, input)``."""
-    return RunCode(id=id or fn.__name__, fn=fn)
+def run_code(
+    fn: Callable[..., Any], *, id: str | None = None, subprocess: SubprocessAdapter | None = None
+) -> RunCode:
+    """A ``run_code`` step calling ``fn(ctx, input)`` (through ``subprocess``, if given).
+
+    ``ConfigError`` at once if ``subprocess`` is given and ``fn`` has no importable name.
+    """
+    if subprocess is not None:
+        reference_of(fn)
+    return RunCode(id=id or fn.__name__, fn=fn, subprocess=subprocess)
 
 
 def spawn(
-    agent: GraphStep,
+    agent: GraphStep | str,
     input: JsonValue | Callable[..., Any] = None,
     *,
     id: str = "spawn",
     instructions: str | None = None,
+    subprocess: SubprocessAdapter | None = None,
 ) -> Spawn:
-    """A ``spawn`` step running ``agent`` in a child context."""
-    return Spawn(id=id, agent=agent, input=input, instructions=instructions)
+    """A ``spawn`` step running ``agent`` in a child context (see ``Spawn``).
+
+    ``ConfigError`` at once for a ``subprocess`` override of an agent object, or a
+    reference that does not import.
+    """
+    if isinstance(agent, str):
+        resolve_reference(agent)
+    elif subprocess is not None:
+        raise ConfigError(
+            f"spawn step {id!r}: a subprocess override runs an agent named by reference "
+            "('package.module:attr'); an agent object cannot cross a process boundary"
+        )
+    return Spawn(id=id, agent=agent, input=input, instructions=instructions, subprocess=subprocess)
 
 
 def ask_user(

@@ -14,7 +14,7 @@ import datetime
 import hashlib
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,10 +49,18 @@ from little_workflow.harness._context import (
 from little_workflow.harness._execution import GraphRun, input_message
 from little_workflow.harness._graph import GraphStep
 from little_workflow.harness._slots import ModelSlot
+from little_workflow.harness._spawning import AGENT_RUNNER, spawn_metadata
 from little_workflow.harness._tool_registry import ToolRegistry
 from little_workflow.harness._tools import Tool
 from little_workflow.harness.models import ToolSpec
 from little_workflow.ids import new_id, validate_id
+from little_workflow.platform import (
+    InProcessAdapter,
+    SpawnSpec,
+    SubprocessAdapter,
+    SubprocessHandle,
+    resolve_reference,
+)
 
 __all__ = [
     "AgentHarness",
@@ -82,8 +90,9 @@ class HarnessEnvironment:
     """A harness's durable surroundings; every part is optional (zero config persists nothing)."""
 
     storage: HarnessStorage | None = None
-    #: A ``SubprocessAdapter`` for ``detached_spawn`` (see ``little_workflow.platform``).
-    subprocess: Any = None
+    #: Where agents named by reference run (``detached_spawn``, steps with no override of
+    #: their own); ``None`` runs them in this process. See ``little_workflow.platform``.
+    subprocess: SubprocessAdapter | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -145,18 +154,48 @@ class Toolset:
 
 
 class SpawnHandle:
-    """A detached agent running in this process; ``await handle.wait()`` gives its output."""
+    """A detached child; ``await handle.wait()`` gives its output.
 
-    def __init__(self, *, handle_id: str, context: Context, task: asyncio.Task[JsonValue]) -> None:
+    An agent object runs as a task of this process, and ``context`` is its context. An
+    agent named by reference runs through a ``SubprocessAdapter``; ``subprocess`` is the
+    adapter's handle once it started (``started()`` waits for it), and ``frames()``
+    streams what the child emits.
+    """
+
+    def __init__(
+        self,
+        *,
+        handle_id: str,
+        execution_id: str,
+        task: asyncio.Task[JsonValue],
+        context: Context | None = None,
+    ) -> None:
         self.handle_id = handle_id
-        #: The child's context; its ``id`` is the child's execution id.
+        #: The child execution's id.
+        self.execution_id = execution_id
+        #: The child's context, for an agent running in this process.
         self.context = context
+        #: The adapter's handle, once an adapter started the child.
+        self.subprocess: SubprocessHandle | None = None
+        self._started = asyncio.Event()
         self._task = task
+        task.add_done_callback(lambda _: self._started.set())
 
-    @property
-    def execution_id(self) -> str:
-        """The child execution's id."""
-        return self.context.id
+    def _bind(self, handle: SubprocessHandle) -> None:
+        self.subprocess = handle
+        self._started.set()
+
+    async def started(self) -> SubprocessHandle | None:
+        """The adapter's handle once the child started (``None`` in-process or if it failed)."""
+        await self._started.wait()
+        return self.subprocess
+
+    async def frames(self) -> AsyncIterator[tuple[int, JsonValue]]:
+        """What the child emits, as ``(seq, frame)`` (nothing for an in-process agent)."""
+        handle = await self.started()
+        if handle is not None:
+            async for entry in handle.frames():
+                yield entry
 
     def done(self) -> bool:
         """Whether the child has finished (successfully or not)."""
@@ -167,7 +206,7 @@ class SpawnHandle:
         return await asyncio.shield(self._task)
 
     def cancel(self) -> None:
-        """Stop the child."""
+        """Stop waiting for the child (an in-process child is cancelled; an OS child runs on)."""
         self._task.cancel()
 
 
@@ -334,6 +373,8 @@ class AgentHarness:
         added = run_append_pipeline(ctx, items)
         if added:
             await self.checkpoint(ctx)
+            for listener in ctx.item_listeners:
+                await listener(added)
         return added
 
     async def checkpoint(self, ctx: Context) -> None:
@@ -433,27 +474,69 @@ class AgentHarness:
 
     def detached_spawn(
         self,
-        agent: GraphStep,
+        agent: GraphStep | str,
         input: JsonValue,
         parent_ctx: Context,
         *,
+        subprocess: SubprocessAdapter | None = None,
         cwd_init: str | None = None,
         instructions: str | None = None,
+        metadata: Mapping[str, JsonValue] | None = None,
     ) -> SpawnHandle:
         """Start ``agent`` in a child context and return at once with its handle.
 
-        The child runs in this process as a task, with this harness's slots, tools and
-        environment (so a durable harness keeps the child's own snapshot and ledger, under
-        the child's execution id). When it settles, successfully or not, the parent is
-        checkpointed. Running the child as an OS process is the subprocess adapters' job.
+        An agent **object** runs in this process as a task, with this harness's slots,
+        tools and environment (a durable harness keeps the child's own snapshot and
+        ledger, under the child's execution id). An agent **reference**
+        (``package.module:attr`` naming a module-level ``AgentHarness`` or ``GraphStep``)
+        runs through ``subprocess`` (default: the environment's adapter, else in this
+        process): with a local adapter it is its own OS process, and survives this one.
+        The parent is checkpointed before a referenced child starts (its manifest names
+        the parent's execution, which ``reattach_live_children`` restores) and, for
+        every child, when it settles.
         """
         check_json_value(input, where="the input of the spawned agent")
+        child_id = new_id("exec")
+        cwd = cwd_init if cwd_init is not None else parent_ctx.cwd
+        if isinstance(agent, str):
+            adapter = subprocess or self.subprocess_adapter or InProcessAdapter()
+            spec = SpawnSpec(
+                target=agent,
+                runner=AGENT_RUNNER,
+                input=input,
+                step_id="detached_spawn",
+                execution_id=parent_ctx.id,
+                cwd=cwd,
+                metadata=spawn_metadata(
+                    child_id, parent_ctx, instructions=instructions, extra=metadata
+                ),
+            )
+            resolve_reference(agent)  # a typo fails the caller, not a background task
+
+            async def run_referenced() -> JsonValue:
+                try:
+                    await self.checkpoint(parent_ctx)
+                    child = await adapter.spawn(spec)
+                    handle._bind(child)
+                    return await child.wait()
+                finally:
+                    await self.checkpoint(parent_ctx)
+
+            task = asyncio.get_running_loop().create_task(run_referenced())
+            handle = SpawnHandle(handle_id=spec.handle_id, execution_id=child_id, task=task)
+            return handle
+        if subprocess is not None:
+            raise ConfigError(
+                "detached_spawn(subprocess=...) runs an agent named by reference "
+                "('package.module:attr' of a module-level AgentHarness or GraphStep); "
+                "an agent object cannot cross a process boundary"
+            )
         child = Context(
-            id=new_id("exec"),
+            id=child_id,
             thread_id=parent_ctx.thread_id,
             resource_id=parent_ctx.resource_id,
             layers=default_layers(instructions),
-            cwd=cwd_init if cwd_init is not None else parent_ctx.cwd,
+            cwd=cwd,
             parent=parent_ctx,
         )
         runner = AgentHarness(
@@ -472,7 +555,14 @@ class AgentHarness:
                 await self.checkpoint(parent_ctx)
 
         task = asyncio.get_running_loop().create_task(body())
-        return SpawnHandle(handle_id=new_id("spawn"), context=child, task=task)
+        return SpawnHandle(
+            handle_id=new_id("spawn"), execution_id=child_id, task=task, context=child
+        )
+
+    @property
+    def subprocess_adapter(self) -> SubprocessAdapter | None:
+        """The environment's ``SubprocessAdapter``, if it has one."""
+        return self.environment.subprocess
 
     async def clear_checkpoint(self, execution_id: str) -> None:
         """Discard the snapshot, every ledger entry and every answer of ``execution_id``.

@@ -16,7 +16,6 @@ inline on the event loop, like any function call; an async one is awaited.
 
 from __future__ import annotations
 
-import importlib
 import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -24,6 +23,7 @@ from typing import Any
 
 from little_workflow.codec import JsonValue
 from little_workflow.errors import ConfigError
+from little_workflow.references import import_reference
 
 __all__ = ["FunctionRegistry", "StepContext", "accepts_ctx", "invoke"]
 
@@ -86,27 +86,7 @@ class FunctionRegistry:
                 "functions by name (import_functions=False); register it with "
                 "Runtime(functions={...})"
             )
-        module_name, _, attribute_path = reference.partition(":")
-        parts = [*module_name.split("."), *attribute_path.split(".")]
-        if not module_name or not attribute_path or any(p.startswith("_") for p in parts):
-            raise ConfigError(
-                f"function reference {reference!r} must be 'package.module:function' with "
-                "no private ('_') parts"
-            )
-        try:
-            target: Any = importlib.import_module(module_name)
-        except ImportError as exc:
-            raise ConfigError(
-                f"cannot import module {module_name!r} for function {reference!r}: {exc}"
-            ) from exc
-        for name in attribute_path.split("."):
-            try:
-                target = getattr(target, name)
-            except AttributeError as exc:
-                raise ConfigError(
-                    f"module {module_name!r} has no attribute {attribute_path!r} "
-                    f"(function {reference!r})"
-                ) from exc
+        target: Any = import_reference(reference, what="function", public_only=True)
         result: Callable[..., Any] = target
         return result
 

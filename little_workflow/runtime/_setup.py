@@ -9,7 +9,6 @@ program passes them to ``Runtime(...)``; the command line finds them with
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,6 +16,7 @@ from typing import Any
 from little_workflow.errors import ConfigError
 from little_workflow.harness._slots import ModelSlot
 from little_workflow.lwir import Workflow
+from little_workflow.references import import_reference
 
 __all__ = ["RuntimeSetup", "load_setup"]
 
@@ -42,15 +42,7 @@ class RuntimeSetup:
 
 def load_setup(reference: str) -> RuntimeSetup:
     """Import ``package.module:attr`` and return the ``RuntimeSetup`` it names or makes."""
-    module_name, _, attribute = reference.partition(":")
-    if not module_name or not attribute:
-        raise ConfigError(f"--setup {reference!r}: write package.module:attr")
-    try:
-        target: Any = importlib.import_module(module_name)
-        for name in attribute.split("."):
-            target = getattr(target, name)
-    except (ImportError, AttributeError) as exc:
-        raise ConfigError(f"--setup {reference!r}: {exc}") from exc
+    target: Any = import_reference(reference, what="--setup")
     if callable(target) and not isinstance(target, RuntimeSetup):
         target = target()
     if not isinstance(target, RuntimeSetup):

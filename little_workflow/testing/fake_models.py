@@ -33,7 +33,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import importlib
 import json
 import os
 import signal
@@ -50,6 +49,7 @@ from typing import Any, Literal, Self
 
 from little_workflow.errors import ModelProviderError
 from little_workflow.harness.models import ModelRequest, Script, ScriptFunction, ScriptReply
+from little_workflow.references import import_reference
 from little_workflow.testing._fake_wire import (
     WireError,
     anthropic_error_body,
@@ -445,10 +445,7 @@ def _load_script(path: str, index_by: Literal["call", "turn"]) -> Script:
     if ":" in path and not Path(path).exists():
         # ``package.module:attr``: a script function (or a list of replies) in Python,
         # for scripts that answer by what the request says (which session, which turn).
-        module_name, _, attribute = path.partition(":")
-        target: Any = importlib.import_module(module_name)
-        for name in attribute.split("."):
-            target = getattr(target, name)
+        target: Any = import_reference(path, what="--script")
         return target if isinstance(target, Script) else Script(target, index_by=index_by)
     data = json.loads(Path(path).read_text(encoding="utf-8"))
     if isinstance(data, dict):
