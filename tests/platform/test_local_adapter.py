@@ -255,3 +255,32 @@ async def test_a_step_rerun_after_a_host_crash_rebinds_its_running_child(tmp_pat
     output = json.loads(out.splitlines()[-1])["output"]
     assert output["pid"] == child_pid
     assert starts.read_text().count("\n") == 1  # the resumed step started no second child
+
+
+async def test_an_agent_runs_out_of_process_and_streams_its_items(tmp_path: Path) -> None:
+    from little_workflow.harness import AgentHarness, HarnessEnvironment, spawn
+
+    adapter, _ = _adapter(tmp_path)
+    harness = AgentHarness(
+        name="host",
+        agent_graph=spawn(
+            "tests.harness.spawn_targets:code_graph", "loud", id="child", subprocess=adapter
+        ),
+        environment=HarnessEnvironment(subprocess=adapter),
+    )
+    parent = harness.create_context(id="exec_parent")
+    workspace = tmp_path / "research-workspace"
+    handle = harness.detached_spawn(
+        "tests.harness.spawn_targets:echo_harness", "hello", parent, cwd_init=str(workspace)
+    )
+    frames = [frame async for _, frame in handle.frames()]
+    assert await handle.wait() == "echo: hello"
+    child = await handle.started()
+    assert child is not None
+    assert child.execution_id == "exec_parent"
+    assert getattr(child, "pid", None) not in (None, os.getpid())
+    assert workspace.is_dir()  # created for the child, which ran there
+    contents = [item["message"]["content"] for frame in frames for item in frame["items"]]  # type: ignore[index,union-attr]
+    assert contents == ["hello", "echo: hello"]
+    # A spawn step with the override runs its referenced graph in a child too.
+    assert await harness.execute(harness.create_context(), None) == "LOUD"
