@@ -1,0 +1,70 @@
+"""``runs`` and ``events`` on a real data directory, through the real command line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.runtime.support import cli
+
+FLOWS = Path(__file__).resolve().parents[1] / "runtime" / "flows"
+
+
+def _run(data: Path, run_id: str) -> None:
+    done = cli(
+        data,
+        "run",
+        str(FLOWS / "review.yaml"),
+        "--input",
+        json.dumps({"query": "staff engineers"}),
+        "--run-id",
+        run_id,
+    )
+    assert done.returncode == 0, done.stderr
+
+
+def test_runs_lists_the_runs_as_a_table_and_as_json(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    assert cli(data, "runs").stdout.strip() == "no runs"
+    _run(data, "run_first")
+    _run(data, "run_second")
+    listed = cli(data, "runs", "--json")
+    assert listed.returncode == 0, listed.stderr
+    rows = json.loads(listed.stdout)
+    assert [row["runId"] for row in rows] == ["run_second", "run_first"]
+    assert {row["status"] for row in rows} == {"completed"}
+    assert all(row["events"] > 0 for row in rows)
+    everything = json.loads(cli(data, "runs", "--json", "--sub-runs").stdout)
+    assert len(everything) > len(rows)  # the review flow's sub-runs
+    assert {row["parentRunId"] for row in everything} >= {"run_first", "run_second"}
+    table = cli(data, "runs")
+    assert "run_first" in table.stdout
+    assert "completed" in table.stdout
+    filtered = json.loads(cli(data, "runs", "--json", "--status", "failed").stdout)
+    assert filtered == []
+    bad = cli(data, "runs", "--status", "sideways")
+    assert bad.returncode == 2
+
+
+def test_events_prints_the_log_and_filters_it(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    _run(data, "run_ev")
+    lines = cli(data, "events", "run_ev", "--json").stdout.splitlines()
+    records = [json.loads(line) for line in lines]
+    assert [record["seq"] for record in records] == list(range(1, len(records) + 1))
+    assert records[0]["type"] == "RunStarted"
+    assert records[-1]["type"] == "RunCompleted"
+    only = cli(data, "events", "run_ev", "--json", "--type", "StepCompleted").stdout
+    completed = [json.loads(line) for line in only.splitlines()]
+    assert completed
+    assert {record["type"] for record in completed} == {"StepCompleted"}
+    assert len(completed) == sum(1 for record in records if record["type"] == "StepCompleted")
+    after = cli(data, "events", "run_ev", "--json", "--after", str(len(records) - 1)).stdout
+    assert [json.loads(line)["seq"] for line in after.splitlines()] == [len(records)]
+    human = cli(data, "events", "run_ev").stdout
+    assert "RunCompleted" in human
+    followed = cli(data, "events", "run_ev", "--follow", "--json", timeout=30)
+    assert len(followed.stdout.splitlines()) == len(records)  # a finished run: no waiting
+    missing = cli(data, "events", "run_nope")
+    assert missing.returncode != 0
+    assert "no run 'run_nope'" in missing.stderr
