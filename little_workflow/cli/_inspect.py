@@ -1,4 +1,4 @@
-"""Commands that look at runs without running anything: ``runs`` and ``events``.
+"""Commands that look at runs without running anything: ``runs``, ``show``, ``events``.
 
 Each prints a table for a person, or with ``--json`` one JSON document (``runs``) or one
 JSON object per line (``events``) for a script.
@@ -167,7 +167,128 @@ def _print_event(record: RecordedEvent, as_json: bool) -> None:
     click.echo(f"{record.seq:>6}  {_when(record.ts)}  {record.type:<28} {text}")
 
 
+def _step_rows(records: list[RecordedEvent]) -> list[dict[str, Any]]:
+    """One row per step visit (path and visit), in the order they started."""
+    rows: dict[tuple[str, int | None], dict[str, Any]] = {}
+
+    def row(path: str, visit: int | None, ts: float) -> dict[str, Any]:
+        key = (path, visit)
+        if key not in rows:
+            rows[key] = {
+                "path": path,
+                "visit": visit,
+                "kind": None,
+                "status": "running",
+                "attempts": 0,
+                "startedAt": ts,
+                "endedAt": None,
+            }
+        return rows[key]
+
+    last_visit: dict[str, int | None] = {}
+    for record in records:
+        event: Any = record.event
+        if record.type == "StepAttemptStarted":
+            entry = row(event.step_path, event.visit, record.ts)
+            entry["kind"] = event.kind
+            entry["attempts"] = max(entry["attempts"], event.attempt)
+            last_visit[event.step_path] = event.visit
+        elif record.type == "StepCompleted":
+            entry = row(event.step_path, event.visit, record.ts)
+            entry.update(kind=event.kind, status="completed", endedAt=record.ts)
+            entry["attempts"] = max(entry["attempts"], 1)
+            if event.route is not None:
+                entry["route"] = event.route
+        elif record.type == "StepFailed":
+            entry = row(event.step_path, last_visit.get(event.step_path), record.ts)
+            entry.update(status="failed", endedAt=record.ts, cause=event.cause_code)
+    return list(rows.values())
+
+
+@click.command()
+@click.argument("run_id")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
+@click.pass_obj
+def show(options: Options, *, run_id: str, as_json: bool) -> None:
+    """Show RUN_ID's steps as a tree: paths, visits, statuses, attempts, timings."""
+
+    async def work() -> Any:
+        async with _runtime(options) as runtime:
+            info = await runtime.events.get_run(run_id)
+            if info is None:
+                raise click.ClickException(f"no run {run_id!r} in this store")
+            return info, await runtime.events.read(run_id)
+
+    info, records = execute(options, work)
+    rows = _step_rows(records)
+    if as_json:
+        print_json(
+            {
+                "runId": run_id,
+                "workflow": info.workflow,
+                "status": info.status.value if info.status is not None else None,
+                "steps": rows,
+            }
+        )
+        return
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.tree import Tree
+
+    state = info.status.value if info.status is not None else "-"
+    tree = Tree(f"[bold]{escape(run_id)}[/]  {escape(info.workflow or '-')}  {state}")
+    nodes: dict[str, Tree] = {"": tree}
+    colours = {"completed": "green", "failed": "red", "running": "yellow"}
+    for entry in rows:
+        path: str = entry["path"]
+        parts = _segments(path)
+        for depth in range(1, len(parts) + 1):
+            prefix = "".join(parts[:depth])
+            if prefix not in nodes:
+                parent = nodes["".join(parts[: depth - 1])]
+                nodes[prefix] = parent.add(escape(parts[depth - 1].lstrip(".")))
+        took = (
+            f"{(entry['endedAt'] - entry['startedAt']) * 1000:.0f} ms"
+            if entry["endedAt"] is not None
+            else "..."
+        )
+        route = f" -> {entry['route']}" if entry.get("route") else ""
+        colour = colours.get(entry["status"], "white")
+        nodes[path].label = (
+            f"{escape(parts[-1].lstrip('.'))}  [dim]{entry['kind'] or ''}[/]  "
+            f"[{colour}]{entry['status']}[/]{escape(route)}  attempts {entry['attempts']}  {took}"
+        )
+    Console().print(tree)
+
+
+def _segments(path: str) -> list[str]:
+    """``a.b[x].c`` as ``["a", ".b", "[x]", ".c"]``: joined, each prefix is a path."""
+    parts: list[str] = []
+    current = ""
+    depth = 0
+    for char in path:
+        if char == "." and depth == 0 and current:
+            parts.append(current)
+            current = char
+            continue
+        if char == "[" and depth == 0 and current:
+            parts.append(current)
+            current = ""
+        depth += char == "["
+        depth -= char == "]"
+        current += char
+    if current:
+        parts.append(current)
+    merged: list[str] = []
+    for part in parts:  # a decision loop's ``.visit[n]`` is one level, not two
+        if merged and merged[-1] == ".visit" and part.startswith("["):
+            merged[-1] += part
+        else:
+            merged.append(part)
+    return merged
+
+
 def register(group: click.Group) -> None:
     """Add these commands to the CLI group."""
-    for command in (runs, events):
+    for command in (runs, show, events):
         group.add_command(command)

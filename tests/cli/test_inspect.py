@@ -68,3 +68,27 @@ def test_events_prints_the_log_and_filters_it(tmp_path: Path) -> None:
     missing = cli(data, "events", "run_nope")
     assert missing.returncode != 0
     assert "no run 'run_nope'" in missing.stderr
+
+
+def test_show_draws_the_step_tree_with_visits_and_branches(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    _run(data, "run_tree")
+    shown = json.loads(cli(data, "show", "run_tree", "--json").stdout)
+    assert (shown["runId"], shown["workflow"], shown["status"]) == (
+        "run_tree",
+        "review",
+        "completed",
+    )
+    steps = {step["path"]: step for step in shown["steps"]}
+    assert {"fetch", "review-candidates", "summarize", "judge.visit[0]"} <= set(steps)
+    assert all(step["status"] == "completed" for step in steps.values())
+    assert steps["judge.visit[0]"]["route"] == "revise"
+    assert steps["judge.visit[1]"]["route"] == "accept"
+    branches = [path for path in steps if path.startswith("review-candidates[")]
+    assert len(branches) == 3
+    tree = cli(data, "show", "run_tree").stdout
+    for text in ("run_tree", "review-candidates", "worker", "visit[1]", "-> accept"):
+        assert text in tree
+    missing = cli(data, "show", "run_nope")
+    assert missing.returncode != 0
+    assert "no run 'run_nope'" in missing.stderr
