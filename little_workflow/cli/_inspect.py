@@ -129,22 +129,17 @@ def events(
     async def work() -> None:
         async with _runtime(options) as runtime:
             log = runtime.events
-            if await log.get_run(run_id) is None:
-                raise click.ClickException(f"no run {run_id!r} in this store")
             position = after
             while True:
+                # The status first: once it is terminal, the read below has every event.
+                info = await log.get_run(run_id)
+                if info is None:
+                    raise click.ClickException(f"no run {run_id!r} in this store")
                 for record in await log.read(run_id, after=position):
                     position = record.seq
-                    if types and record.type not in types:
-                        continue
-                    _print_event(record, as_json)
-                info = await log.get_run(run_id)
-                if not follow or (info is not None and info.status in _TERMINAL):
-                    if follow:
-                        for record in await log.read(run_id, after=position):
-                            position = record.seq
-                            if not types or record.type in types:
-                                _print_event(record, as_json)
+                    if not types or record.type in types:
+                        _print_event(record, as_json)
+                if not follow or info.status in _TERMINAL:
                     return
                 await asyncio.sleep(0.2)
 

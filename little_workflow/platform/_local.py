@@ -556,6 +556,7 @@ class LocalSubprocessAdapter:
         else:
             address = IpcAddress.tcp() if self.transport == "tcp" else IpcAddress.ws()
         log_path = os.path.join(_private_dir(runtime + "/logs"), f"{handle_id}.log")
+        host = current_process()
         manifest = ChildManifest(
             handle_id=handle_id,
             step_id=spec.step_id,
@@ -567,7 +568,7 @@ class LocalSubprocessAdapter:
             metadata=dict(spec.metadata),
             transport=None,
             token=token,
-            host=current_process(),
+            host=host,
             log_path=log_path,
             created_at=time.time(),
         )
@@ -587,7 +588,7 @@ class LocalSubprocessAdapter:
             "token": token,
             "storageUrl": self.storage_url,
             "sysPath": [entry for entry in sys.path if entry],
-            "host": dict(current_process().to_json()),
+            "host": dict(host.to_json()),
             "linger": self.linger,
         }
         ready = await asyncio.to_thread(self._launch, payload, spec.cwd, log_path)
