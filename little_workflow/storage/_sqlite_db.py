@@ -148,8 +148,22 @@ class SqliteDatabase:
         # until it is in WAL mode even a read waits for that. Only once the schema is
         # known does the loop's connection stop waiting (see the module docstring).
         waiting_ms = int(self.busy_timeout * 1000)
-        self._conn = self._connect(busy_timeout_ms=waiting_ms)
-        self._migrate()
+        deadline = time.monotonic() + self.busy_timeout
+        delay = 0.005
+        while True:
+            try:
+                self._conn = self._connect(busy_timeout_ms=waiting_ms)
+                self._migrate()
+                break
+            except StorageBusyError:
+                # SQLite skips the busy handler where waiting could deadlock: switching a
+                # new file to WAL, or reading a schema another process is writing. Such
+                # a BUSY is as transient as any other: try again until the timeout.
+                self._close_connections()
+                if time.monotonic() + delay > deadline:
+                    raise
+                time.sleep(delay)
+                delay = min(delay * 2, 0.1)
         self._conn.execute("PRAGMA busy_timeout = 0")
 
     def _connect(self, *, busy_timeout_ms: int) -> sqlite3.Connection:
