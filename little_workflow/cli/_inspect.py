@@ -1,7 +1,8 @@
 """Commands that look at runs without running anything: ``runs``, ``show``, ``events``.
 
 Each prints a table for a person, or with ``--json`` one JSON document (``runs``) or one
-JSON object per line (``events``) for a script.
+JSON object per line (``events``) for a script. What they print is built by
+``little_workflow.views``, which the web UI reads runs through too.
 """
 
 from __future__ import annotations
@@ -9,15 +10,13 @@ from __future__ import annotations
 import asyncio
 import datetime
 import json
-from typing import Any
 
 import click
 
 from little_workflow.cli._main import Options, execute, print_json
 from little_workflow.cli._runs import _runtime
 from little_workflow.events import RecordedEvent, RunStatus
-
-_TERMINAL = {RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED}
+from little_workflow.views import TERMINAL, RunReader, RunSummary, RunView, event_row, step_tree
 
 
 def _when(ts: float) -> str:
@@ -49,63 +48,45 @@ def runs(
     sub_runs: bool,
     as_json: bool,
 ) -> None:
-    """List runs, most recent first: id, workflow, status, events, started, duration."""
+    """List runs, most recent first: id, workflow, status, steps done, events, started, duration."""
 
-    async def work() -> Any:
+    async def work() -> list[RunSummary]:
         async with _runtime(options) as runtime:
-            return await runtime.events.list_runs(
+            return await RunReader(runtime.events).summaries(
                 status=RunStatus(status) if status is not None else None,
                 workflow=workflow,
+                sub_runs=sub_runs,
+                limit=limit,
             )
 
-    found = [info for info in execute(options, work) if sub_runs or info.parent_run_id is None]
-    found = found[:limit]
-    rows = [
-        {
-            "runId": info.run_id,
-            "workflow": info.workflow,
-            "status": info.status.value if info.status is not None else None,
-            "parentRunId": info.parent_run_id,
-            "events": info.last_seq,
-            "createdAt": info.created_at,
-            "updatedAt": info.updated_at,
-        }
-        for info in found
-    ]
+    found = execute(options, work)
     if as_json:
-        print_json(rows)
+        print_json([summary.to_json() for summary in found])
         return
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     table = Table(box=None, header_style="bold")
-    for column in ("run", "workflow", "status", "events", "started", "duration"):
-        table.add_column(column, justify="right" if column == "events" else "left")
+    for column in ("run", "workflow", "status", "steps done", "events", "started", "duration"):
+        table.add_column(column, justify="right" if column in ("steps done", "events") else "left")
     colours = {"completed": "green", "failed": "red", "running": "yellow", "cancelled": "dim"}
-    for info in found:
-        state = info.status.value if info.status is not None else "-"
+    for summary in found:
+        state = summary.status.value if summary.status is not None else "-"
         table.add_row(
-            info.run_id,
-            info.workflow or "-",
+            escape(summary.run_id),
+            escape(summary.workflow or "-"),
             f"[{colours.get(state, 'white')}]{state}[/]",
-            str(info.last_seq),
-            _when(info.created_at),
-            _duration(info.updated_at - info.created_at),
+            "?" if summary.steps_done is None else str(summary.steps_done),
+            str(summary.events),
+            _when(summary.created_at),
+            _duration(summary.updated_at - summary.created_at),
         )
     console = Console()
     if not found:
         console.print("no runs")
     else:
         console.print(table)
-
-
-def _event_row(record: RecordedEvent) -> dict[str, Any]:
-    return {
-        "seq": record.seq,
-        "ts": record.ts,
-        "type": record.type,
-        "event": record.event.model_dump(mode="json", by_alias=True),
-    }
 
 
 @click.command()
@@ -139,7 +120,7 @@ def events(
                     position = record.seq
                     if not types or record.type in types:
                         _print_event(record, as_json)
-                if not follow or info.status in _TERMINAL:
+                if not follow or info.status in TERMINAL:
                     return
                 await asyncio.sleep(0.2)
 
@@ -147,7 +128,7 @@ def events(
 
 
 def _print_event(record: RecordedEvent, as_json: bool) -> None:
-    row = _event_row(record)
+    row = event_row(record)
     if as_json:
         click.echo(json.dumps(row, ensure_ascii=False, separators=(",", ":")))
         return
@@ -162,44 +143,6 @@ def _print_event(record: RecordedEvent, as_json: bool) -> None:
     click.echo(f"{record.seq:>6}  {_when(record.ts)}  {record.type:<28} {text}")
 
 
-def _step_rows(records: list[RecordedEvent]) -> list[dict[str, Any]]:
-    """One row per step visit (path and visit), in the order they started."""
-    rows: dict[tuple[str, int | None], dict[str, Any]] = {}
-
-    def row(path: str, visit: int | None, ts: float) -> dict[str, Any]:
-        key = (path, visit)
-        if key not in rows:
-            rows[key] = {
-                "path": path,
-                "visit": visit,
-                "kind": None,
-                "status": "running",
-                "attempts": 0,
-                "startedAt": ts,
-                "endedAt": None,
-            }
-        return rows[key]
-
-    last_visit: dict[str, int | None] = {}
-    for record in records:
-        event: Any = record.event
-        if record.type == "StepAttemptStarted":
-            entry = row(event.step_path, event.visit, record.ts)
-            entry["kind"] = event.kind
-            entry["attempts"] = max(entry["attempts"], event.attempt)
-            last_visit[event.step_path] = event.visit
-        elif record.type == "StepCompleted":
-            entry = row(event.step_path, event.visit, record.ts)
-            entry.update(kind=event.kind, status="completed", endedAt=record.ts)
-            entry["attempts"] = max(entry["attempts"], 1)
-            if event.route is not None:
-                entry["route"] = event.route
-        elif record.type == "StepFailed":
-            entry = row(event.step_path, last_visit.get(event.step_path), record.ts)
-            entry.update(status="failed", endedAt=record.ts, cause=event.cause_code)
-    return list(rows.values())
-
-
 @click.command()
 @click.argument("run_id")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
@@ -207,22 +150,23 @@ def _step_rows(records: list[RecordedEvent]) -> list[dict[str, Any]]:
 def show(options: Options, *, run_id: str, as_json: bool) -> None:
     """Show RUN_ID's steps as a tree: paths, visits, statuses, attempts, timings."""
 
-    async def work() -> Any:
+    async def work() -> RunView:
         async with _runtime(options) as runtime:
-            info = await runtime.events.get_run(run_id)
-            if info is None:
+            view = await RunReader(runtime.events).view(run_id)
+            if view is None:
                 raise click.ClickException(f"no run {run_id!r} in this store")
-            return info, await runtime.events.read(run_id)
+            return view
 
-    info, records = execute(options, work)
-    rows = _step_rows(records)
+    view = execute(options, work)
+    summary = view.summary
     if as_json:
         print_json(
             {
                 "runId": run_id,
-                "workflow": info.workflow,
-                "status": info.status.value if info.status is not None else None,
-                "steps": rows,
+                "workflow": summary.workflow,
+                "status": summary.status.value if summary.status is not None else None,
+                "stepsDone": summary.steps_done,
+                "steps": [row.to_json() for row in view.steps],
             }
         )
         return
@@ -230,57 +174,29 @@ def show(options: Options, *, run_id: str, as_json: bool) -> None:
     from rich.markup import escape
     from rich.tree import Tree
 
-    state = info.status.value if info.status is not None else "-"
-    tree = Tree(f"[bold]{escape(run_id)}[/]  {escape(info.workflow or '-')}  {state}")
-    nodes: dict[str, Tree] = {"": tree}
+    state = summary.status.value if summary.status is not None else "-"
+    tree = Tree(f"[bold]{escape(run_id)}[/]  {escape(summary.workflow or '-')}  {state}")
+    # Depth-first order: the latest node at each depth is the parent of the next deeper one.
+    parents = [tree]
     colours = {"completed": "green", "failed": "red", "running": "yellow"}
-    for entry in rows:
-        path: str = entry["path"]
-        parts = _segments(path)
-        for depth in range(1, len(parts) + 1):
-            prefix = "".join(parts[:depth])
-            if prefix not in nodes:
-                parent = nodes["".join(parts[: depth - 1])]
-                nodes[prefix] = parent.add(escape(parts[depth - 1].lstrip(".")))
-        took = (
-            f"{(entry['endedAt'] - entry['startedAt']) * 1000:.0f} ms"
-            if entry["endedAt"] is not None
-            else "..."
-        )
-        route = f" -> {entry['route']}" if entry.get("route") else ""
-        colour = colours.get(entry["status"], "white")
-        nodes[path].label = (
-            f"{escape(parts[-1].lstrip('.'))}  [dim]{entry['kind'] or ''}[/]  "
-            f"[{colour}]{entry['status']}[/]{escape(route)}  attempts {entry['attempts']}  {took}"
-        )
+    for node in step_tree(view.steps):
+        del parents[node.depth + 1 :]
+        label = escape(node.label)
+        row = node.step
+        if row is not None:
+            took = (
+                f"{(row.ended_at - row.started_at) * 1000:.0f} ms"
+                if row.ended_at is not None and row.started_at is not None
+                else "..."
+            )
+            route = f" -> {row.route}" if row.route else ""
+            colour = colours.get(row.status, "white")
+            label = (
+                f"{label}  [dim]{row.kind}[/]  [{colour}]{row.status}[/]{escape(route)}  "
+                f"attempts {row.attempts}  {took}"
+            )
+        parents.append(parents[node.depth].add(label))
     Console().print(tree)
-
-
-def _segments(path: str) -> list[str]:
-    """``a.b[x].c`` as ``["a", ".b", "[x]", ".c"]``: joined, each prefix is a path."""
-    parts: list[str] = []
-    current = ""
-    depth = 0
-    for char in path:
-        if char == "." and depth == 0 and current:
-            parts.append(current)
-            current = char
-            continue
-        if char == "[" and depth == 0 and current:
-            parts.append(current)
-            current = ""
-        depth += char == "["
-        depth -= char == "]"
-        current += char
-    if current:
-        parts.append(current)
-    merged: list[str] = []
-    for part in parts:  # a decision loop's ``.visit[n]`` is one level, not two
-        if merged and merged[-1] == ".visit" and part.startswith("["):
-            merged[-1] += part
-        else:
-            merged.append(part)
-    return merged
 
 
 def register(group: click.Group) -> None:

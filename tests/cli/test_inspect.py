@@ -34,12 +34,17 @@ def test_runs_lists_the_runs_as_a_table_and_as_json(tmp_path: Path) -> None:
     assert [row["runId"] for row in rows] == ["run_second", "run_first"]
     assert {row["status"] for row in rows} == {"completed"}
     assert all(row["events"] > 0 for row in rows)
+    # fetch, the map, its three workers, the sub-run step, two judge visits, one revise
+    assert [row["stepsDone"] for row in rows] == [9, 9]
     everything = json.loads(cli(data, "runs", "--json", "--sub-runs").stdout)
     assert len(everything) > len(rows)  # the review flow's sub-runs
     assert {row["parentRunId"] for row in everything} >= {"run_first", "run_second"}
-    table = cli(data, "runs")
+    table = cli(data, "runs", env={"COLUMNS": "200"})
     assert "run_first" in table.stdout
     assert "completed" in table.stdout
+    header, first = table.stdout.splitlines()[:2]
+    assert "steps done" in header
+    assert first.split()[:4] == ["run_second", "review", "completed", "9"]
     filtered = json.loads(cli(data, "runs", "--json", "--status", "failed").stdout)
     assert filtered == []
     bad = cli(data, "runs", "--status", "sideways")
@@ -80,6 +85,7 @@ def test_show_draws_the_step_tree_with_visits_and_branches(tmp_path: Path) -> No
         "completed",
     )
     steps = {step["path"]: step for step in shown["steps"]}
+    assert shown["stepsDone"] == len(steps) == 9
     assert {"fetch", "review-candidates", "summarize", "judge.visit[0]"} <= set(steps)
     assert all(step["status"] == "completed" for step in steps.values())
     assert steps["judge.visit[0]"]["route"] == "revise"

@@ -1,0 +1,34 @@
+"""Views: the read model of runs that the CLI (``runs``, ``show``, ``events``) and the web UI share.
+
+It reads the event log and outer-loop manifests and never writes. A run's page is built
+from ``fold`` (``little_workflow.runtime``), like every other reading of a log, so the
+command line and the browser cannot disagree about a run.
+"""
+
+from __future__ import annotations
+
+from little_workflow.views._read import (
+    TERMINAL,
+    RunReader,
+    RunSummary,
+    RunView,
+    StepRow,
+    TreeNode,
+    event_row,
+    segments,
+    step_rows,
+    step_tree,
+)
+
+__all__ = [
+    "TERMINAL",
+    "RunReader",
+    "RunSummary",
+    "RunView",
+    "StepRow",
+    "TreeNode",
+    "event_row",
+    "segments",
+    "step_rows",
+    "step_tree",
+]

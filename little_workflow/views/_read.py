@@ -1,0 +1,402 @@
+"""The read model: run summaries, step rows and trees, sessions, events as plain JSON.
+
+Everything here is derived from ``fold`` of a run's log. ``RunReader`` keeps the folded
+state of the runs it has read and, when asked again, folds only the events appended
+since (``apply``): a runs list refreshed every few seconds, or a run page following a
+live run, reads each event once rather than the whole log each time.
+
+Rejected: counting ``StepCompleted`` rows with SQL for the runs list. It would be
+cheaper on a cold cache, but it needs a query per backend in the storage layer for one
+column, and it could disagree with the fold (a retried run, a step completed twice in a
+corrupt log). Measured on SQLite: a cold 50-run page of the review flow (28 events a run)
+folds in about 9 ms (some 6 µs an event) against 0.3 ms for the bare run index; warm,
+with nothing new, 0.8 ms (one ``read(after=...)`` per run). A page of runs with
+thousands of events each costs proportionally more, once.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any
+
+from little_workflow.codec import JsonValue
+from little_workflow.errors import CorruptDataError
+from little_workflow.events import RecordedEvent, RunStatus
+from little_workflow.runtime import RunState, apply
+from little_workflow.storage import EventLog, RunInfo
+
+__all__ = [
+    "TERMINAL",
+    "RunReader",
+    "RunSummary",
+    "RunView",
+    "StepRow",
+    "TreeNode",
+    "event_row",
+    "segments",
+    "step_rows",
+    "step_tree",
+]
+
+#: The statuses a run never leaves.
+TERMINAL = frozenset({RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED})
+
+
+def event_row(record: RecordedEvent) -> dict[str, Any]:
+    """One event as JSON: ``seq``, ``ts``, ``type`` and the event's fields (camelCase)."""
+    return {
+        "seq": record.seq,
+        "ts": record.ts,
+        "type": record.type,
+        "event": record.event.model_dump(mode="json", by_alias=True),
+    }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StepRow:
+    """One step visit (a path) as a table or a tree shows it."""
+
+    path: str
+    step_id: str
+    kind: str
+    visit: int | None
+    #: ``running``, ``completed`` or ``failed``.
+    status: str
+    #: Attempts begun (at least 1 once the step completed).
+    attempts: int
+    #: Attempts that raised.
+    failures: int
+    started_at: float | None
+    ended_at: float | None
+    route: str | None
+    #: ``code: message`` of the latest failure, if any.
+    error: str | None
+    sub_run_id: str | None
+    output: JsonValue
+
+    def to_json(self) -> dict[str, Any]:
+        """The row in camelCase (what ``show --json`` prints for each step)."""
+        cause = self.error.partition(":")[0] if self.status == "failed" and self.error else None
+        return {
+            "path": self.path,
+            "stepId": self.step_id,
+            "visit": self.visit,
+            "kind": self.kind,
+            "status": self.status,
+            "attempts": self.attempts,
+            "failures": self.failures,
+            "startedAt": self.started_at,
+            "endedAt": self.ended_at,
+            "route": self.route,
+            "cause": cause,
+            "error": self.error,
+            "subRunId": self.sub_run_id,
+            "output": self.output,
+        }
+
+
+def step_rows(state: RunState) -> list[StepRow]:
+    """One row per step visit, in the order the log first mentions them."""
+    return [
+        StepRow(
+            path=record.path,
+            step_id=record.step_id,
+            kind=record.kind,
+            visit=record.visit,
+            status=record.status,
+            attempts=max(record.attempts, 1) if record.status == "completed" else record.attempts,
+            failures=record.failures,
+            started_at=record.started_at,
+            ended_at=record.finished_at,
+            route=record.route,
+            error=record.last_error,
+            sub_run_id=record.sub_run_id,
+            output=record.output,
+        )
+        for record in state.steps.values()
+    ]
+
+
+def segments(path: str) -> list[str]:
+    """``a.b[x].c`` as ``["a", ".b", "[x]", ".c"]``: joined, each prefix is a path.
+
+    A decision loop's ``.visit[n]`` is one segment, not two.
+    """
+    parts: list[str] = []
+    current = ""
+    depth = 0
+    for char in path:
+        if char == "." and depth == 0 and current:
+            parts.append(current)
+            current = char
+            continue
+        if char == "[" and depth == 0 and current:
+            parts.append(current)
+            current = ""
+        depth += char == "["
+        depth -= char == "]"
+        current += char
+    if current:
+        parts.append(current)
+    merged: list[str] = []
+    for part in parts:
+        if merged and merged[-1] == ".visit" and part.startswith("["):
+            merged[-1] += part
+        else:
+            merged.append(part)
+    return merged
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TreeNode:
+    """A node of the step tree, in depth-first order.
+
+    A map branch (``review-candidates[cand_1]``) or a decision with visits (``judge``)
+    is a node without a step of its own: ``step`` is ``None`` and its children hold the
+    rows.
+    """
+
+    path: str
+    label: str
+    #: 0 for a top-level step.
+    depth: int
+    step: StepRow | None
+
+    def to_json(self) -> dict[str, Any]:
+        """The node in camelCase, with its step row (or ``null``)."""
+        return {
+            "path": self.path,
+            "label": self.label,
+            "depth": self.depth,
+            "step": None if self.step is None else self.step.to_json(),
+        }
+
+
+@dataclass(slots=True)
+class _Branch:
+    path: str
+    label: str
+    step: StepRow | None = None
+    children: list[_Branch] = field(default_factory=list)
+
+
+def step_tree(rows: list[StepRow]) -> list[TreeNode]:
+    """The rows as a tree: each path under its prefixes, children in the order they began."""
+    root = _Branch("", "")
+    nodes = {"": root}
+    for row in rows:
+        parts = segments(row.path)
+        for depth in range(1, len(parts) + 1):
+            prefix = "".join(parts[:depth])
+            if prefix not in nodes:
+                node = nodes[prefix] = _Branch(prefix, parts[depth - 1].lstrip("."))
+                nodes["".join(parts[: depth - 1])].children.append(node)
+        nodes[row.path].step = row
+    flat: list[TreeNode] = []
+
+    def walk(branch: _Branch, depth: int) -> None:
+        for child in branch.children:
+            flat.append(TreeNode(path=child.path, label=child.label, depth=depth, step=child.step))
+            walk(child, depth + 1)
+
+    walk(root, 0)
+    return flat
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunSummary:
+    """A run in a list: the run index's row plus how many steps are done."""
+
+    run_id: str
+    workflow: str | None
+    status: RunStatus | None
+    parent_run_id: str | None
+    events: int
+    #: Completed step visits (map branches and decision visits each count); ``None``
+    #: when the log could not be folded (``show`` names the problem).
+    steps_done: int | None
+    created_at: float
+    updated_at: float
+
+    @property
+    def finished(self) -> bool:
+        """Whether the run reached a final status."""
+        return self.status in TERMINAL
+
+    def to_json(self) -> dict[str, Any]:
+        """The summary in camelCase (what ``runs --json`` prints for each run)."""
+        return {
+            "runId": self.run_id,
+            "workflow": self.workflow,
+            "status": None if self.status is None else self.status.value,
+            "parentRunId": self.parent_run_id,
+            "events": self.events,
+            "stepsDone": self.steps_done,
+            "createdAt": self.created_at,
+            "updatedAt": self.updated_at,
+        }
+
+
+def _summary(info: RunInfo, state: RunState | None) -> RunSummary:
+    return RunSummary(
+        run_id=info.run_id,
+        workflow=info.workflow,
+        status=info.status,
+        parent_run_id=info.parent_run_id,
+        events=max(info.last_seq, state.last_seq if state is not None else 0),
+        steps_done=None if state is None else _steps_done(state),
+        created_at=info.created_at,
+        updated_at=max(info.updated_at, state.updated_at if state is not None else 0.0),
+    )
+
+
+def _steps_done(state: RunState) -> int:
+    return sum(1 for record in state.steps.values() if record.status == "completed")
+
+
+def _sessions(state: RunState) -> list[dict[str, Any]]:
+    return [
+        {
+            "sessionId": session.session_id,
+            "role": session.role,
+            "stepPath": session.step_path,
+            "completed": session.completed,
+            "output": session.output,
+            "calls": [
+                {
+                    "callId": call.call_id,
+                    "kind": call.kind,
+                    **call.detail,
+                    "done": call.done,
+                    "ok": call.ok,
+                    "value": call.value,
+                    "errorCode": call.error_code,
+                    "message": call.message,
+                }
+                for call in session.calls.values()
+            ],
+        }
+        for session in state.sessions.values()
+    ]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunView:
+    """Everything a run's page shows, detached from the reader's cached state."""
+
+    summary: RunSummary
+    #: The run's own fields: input, output, failure, hashes, parent, outer loop.
+    run: dict[str, Any]
+    steps: list[StepRow]
+    #: Harness sessions with their model and tool calls.
+    sessions: list[dict[str, Any]]
+    sub_runs: list[RunSummary]
+
+    def to_json(self) -> dict[str, Any]:
+        """The view as one JSON object: ``run``, ``steps``, ``tree``, ``sessions``, ``subRuns``."""
+        return {
+            "run": {**self.summary.to_json(), **self.run},
+            "steps": [row.to_json() for row in self.steps],
+            "tree": [node.to_json() for node in step_tree(self.steps)],
+            "sessions": self.sessions,
+            "subRuns": [sub.to_json() for sub in self.sub_runs],
+        }
+
+
+def _run_fields(state: RunState) -> dict[str, Any]:
+    failure = None
+    if state.failure_cause is not None or state.status is RunStatus.CANCELLED:
+        failure = {
+            "cause": state.failure_cause or "cancelled",
+            "message": state.failure_message,
+            "stepPath": state.failure_step,
+        }
+    result = state.outer_loop_result
+    loop_result = None if result is None else result.model_dump(mode="json", by_alias=True)
+    return {
+        "input": state.input,
+        "output": state.output,
+        "failure": failure,
+        "definitionHash": state.definition_hash,
+        "workflowVersionId": state.workflow_version_id,
+        "parentStepPath": state.parent_step_path,
+        "outerLoopId": state.outer_loop_id,
+        "cycleNumber": state.cycle_number,
+        "outerLoopResult": loop_result,
+        "resumes": state.resumes,
+        "startedAt": state.started_at,
+    }
+
+
+class RunReader:
+    """Reads runs from an event log, keeping the folded state of the latest ones read.
+
+    Not thread-safe; meant for one event loop (a command, or the UI's server).
+    """
+
+    def __init__(self, log: EventLog, *, cache_size: int = 256) -> None:
+        self.log = log
+        self._cache_size = cache_size
+        self._states: OrderedDict[str, RunState] = OrderedDict()
+
+    async def state(self, run_id: str) -> RunState:
+        """The run's folded state, reading only the events past the cached state.
+
+        Raises ``CorruptDataError`` for a log that does not fold (or has no events).
+        """
+        # Taken out of the cache while it is read: two concurrent callers never fold
+        # into one state, and a log that fails to fold half-way is folded from the
+        # start next time (reporting the same problem again).
+        state = self._states.pop(run_id, None) or RunState(run_id=run_id)
+        for record in await self.log.read(run_id, after=state.last_seq):
+            apply(state, record)
+        if state.last_seq == 0:
+            raise CorruptDataError(f"run {run_id!r} has no events")
+        self._states[run_id] = state
+        while len(self._states) > self._cache_size:
+            self._states.popitem(last=False)
+        return state
+
+    async def summaries(
+        self,
+        *,
+        status: RunStatus | None = None,
+        workflow: str | None = None,
+        parent_run_id: str | None = None,
+        sub_runs: bool = False,
+        limit: int = 50,
+    ) -> list[RunSummary]:
+        """Runs matching the filters, most recent first; sub-runs only if ``sub_runs``
+        (or when ``parent_run_id`` names their parent)."""
+        found = await self.log.list_runs(
+            status=status, workflow=workflow, parent_run_id=parent_run_id
+        )
+        wanted = [
+            info
+            for info in found
+            if sub_runs or parent_run_id is not None or info.parent_run_id is None
+        ][:limit]
+        return [await self._summarize(info) for info in wanted]
+
+    async def _summarize(self, info: RunInfo) -> RunSummary:
+        try:
+            state: RunState | None = await self.state(info.run_id)
+        except CorruptDataError:
+            state = None
+        return _summary(info, state)
+
+    async def view(self, run_id: str) -> RunView | None:
+        """Everything about one run, or ``None`` if the log has no such run."""
+        info = await self.log.get_run(run_id)
+        if info is None:
+            return None
+        state = await self.state(run_id)
+        children = await self.log.list_runs(parent_run_id=run_id)
+        return RunView(
+            summary=_summary(info, state),
+            run=_run_fields(state),
+            steps=step_rows(state),
+            sessions=_sessions(state),
+            sub_runs=[await self._summarize(child) for child in reversed(children)],
+        )
