@@ -41,8 +41,8 @@ def supervise(cycle: Cycle) -> Done | Continue:
     # asks twice about one cycle.
     record("supervise", f"{cycle.outer_loop_id}#{cycle.cycle_number}")
     output = cycle.output if isinstance(cycle.output, dict) else {}
-    problems = output.get("problems") or []
-    if not problems:
+    problems = output.get("problems")
+    if not isinstance(problems, list) or not problems:
         return Done({"announcement": output.get("draft"), "cycles": cycle.cycle_number})
     return Continue(summary="; ".join(str(problem) for problem in problems))
 
