@@ -7,16 +7,19 @@ committed is paid for twice.
 The public API is re-exported here; sub-packages hold the layers: ``lwir`` (the
 workflow document), ``runtime`` (runs), ``harness`` (agents: sessions, model slots,
 tools), ``durable`` (locks, memoization), ``storage``
-(KV stores and event logs), ``platform`` (process identity, subprocess adapters,
+(KV stores and event logs), ``artifacts`` and ``memory`` (what runs and agents
+keep beside the log), ``platform`` (process identity, subprocess adapters,
 durable IPC), and the data model
 (``errors``, ``ids``, ``codec``, ``events``).
 """
 
 from __future__ import annotations
 
+from little_workflow.artifacts import ArtifactManifest, ArtifactStore
 from little_workflow.codec import JsonValue, canonical_json, sha256_digest
 from little_workflow.errors import (
     AckBeyondLastSeqError,
+    ArtifactNotFoundError,
     AwaitingAnswerError,
     CapabilityDriftError,
     ConfigError,
@@ -85,6 +88,7 @@ from little_workflow.lwir import (
     load_workflow,
     parse_workflow,
 )
+from little_workflow.memory import MemoryStore
 from little_workflow.platform import create_local_subprocess_adapter
 from little_workflow.platform.ipc import create_durable_outbound_queue
 from little_workflow.runtime import (
@@ -112,6 +116,9 @@ __all__ = [
     "AckBeyondLastSeqError",
     "AgentHarness",
     "AgentStep",
+    "ArtifactManifest",
+    "ArtifactNotFoundError",
+    "ArtifactStore",
     "AwaitingAnswerError",
     "CapabilityDriftError",
     "ConfigError",
@@ -144,6 +151,7 @@ __all__ = [
     "LwirValidationError",
     "MapStep",
     "MemoMismatchError",
+    "MemoryStore",
     "ModelProviderError",
     "ModelSlot",
     "OutputStep",
