@@ -79,16 +79,42 @@ def loop(
 
 @click.command("loop-status")
 @click.argument("outer_loop_id")
+@click.option("--json", "as_json", is_flag=True, help="Print the manifest as JSON.")
 @click.pass_obj
-def loop_status(options: Options, outer_loop_id: str) -> None:
-    """Print the manifest of OUTER_LOOP_ID as JSON."""
+def loop_status(options: Options, *, outer_loop_id: str, as_json: bool) -> None:
+    """Show OUTER_LOOP_ID: its goal, each cycle (run, status, summary) and its result."""
 
     async def work() -> Any:
         async with _runtime(options) as runtime:
             return runtime.outer_loop_status(outer_loop_id)
 
     manifest = execute(options, work)
-    print_json(manifest.model_dump(mode="json", by_alias=True))
+    if as_json:
+        print_json(manifest.model_dump(mode="json", by_alias=True))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(highlight=False)
+    if manifest.result is not None:
+        state = f"{manifest.result.kind} after {len(manifest.cycles)} cycle(s)"
+    elif manifest.pending_cycle_run_id is not None:
+        state = f"cycle {len(manifest.cycles) + 1} in progress ({manifest.pending_cycle_run_id})"
+    else:
+        state = f"{len(manifest.cycles)} cycle(s) done, not finished"
+    goal = manifest.goal.description or manifest.goal.workflow_definition_hash[:16]
+    console.print(f"[bold]{manifest.outer_loop_id}[/]  {state}  (at most {manifest.max_cycles})")
+    console.print(f"goal: {goal}", markup=False)
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    for column in ("cycle", "run", "status", "summary"):
+        table.add_column(column)
+    for cycle in manifest.cycles:
+        table.add_row(str(cycle.cycle_number), cycle.run_id, cycle.status, cycle.summary or "")
+    if manifest.cycles:
+        console.print(table)
+    if manifest.result is not None:
+        console.print("final output:", markup=False)
+        print_json(manifest.result.final_output)
 
 
 def register(group: click.Group) -> None:

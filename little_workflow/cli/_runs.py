@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -24,18 +27,52 @@ def _runtime(options: Options) -> Any:
     )
 
 
+def progress_option(function: Any) -> Any:
+    """``--progress/--no-progress``: shown by default when stderr is a terminal."""
+    return click.option(
+        "--progress/--no-progress",
+        default=None,
+        help="Show the steps as they run on stderr [default: on a terminal].",
+    )(function)
+
+
+@contextlib.asynccontextmanager
+async def _progress(runtime: Any, run_id: str, wanted: bool | None) -> AsyncIterator[None]:
+    if wanted is None:
+        wanted = sys.stderr.isatty()
+    if not wanted:
+        yield
+        return
+    from little_workflow.cli._progress import show_progress
+
+    async with show_progress(runtime.events, run_id):
+        yield
+
+
 @click.command()
 @click.argument("workflow", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--input", "input_text", default=None, help="The run's input, as JSON.")
 @click.option("--run-id", default=None, help="Use this run id (resumes it if it exists).")
+@progress_option
 @click.pass_obj
-def run(options: Options, workflow: Path, input_text: str | None, run_id: str | None) -> None:
+def run(
+    options: Options,
+    *,
+    workflow: Path,
+    input_text: str | None,
+    run_id: str | None,
+    progress: bool | None,
+) -> None:
     """Run WORKFLOW (.json/.yaml) and print its output as JSON."""
+    from little_workflow.ids import new_id
+
     run_input = parse_json_option(input_text, "--input")
+    # Chosen here, not by the runtime, so the progress display knows which log to follow.
+    chosen = run_id or new_id("run")
 
     async def work() -> Any:
-        async with _runtime(options) as runtime:
-            return await runtime.run(workflow, run_input, run_id=run_id)
+        async with _runtime(options) as runtime, _progress(runtime, chosen, progress):
+            return await runtime.run(workflow, run_input, run_id=chosen)
 
     result = execute(options, work)
     click.echo(f"run {result.run_id} completed", err=True)
@@ -44,12 +81,13 @@ def run(options: Options, workflow: Path, input_text: str | None, run_id: str | 
 
 @click.command()
 @click.argument("run_id")
+@progress_option
 @click.pass_obj
-def resume(options: Options, run_id: str) -> None:
+def resume(options: Options, *, run_id: str, progress: bool | None) -> None:
     """Continue RUN_ID from the end of its log and print its output as JSON."""
 
     async def work() -> Any:
-        async with _runtime(options) as runtime:
+        async with _runtime(options) as runtime, _progress(runtime, run_id, progress):
             return await runtime.resume(run_id)
 
     result = execute(options, work)
@@ -63,12 +101,13 @@ def resume(options: Options, run_id: str) -> None:
 
 @click.command()
 @click.argument("run_id")
+@progress_option
 @click.pass_obj
-def retry(options: Options, run_id: str) -> None:
+def retry(options: Options, *, run_id: str, progress: bool | None) -> None:
     """Run the failed RUN_ID again from its failed step (same workflow version and input)."""
 
     async def work() -> Any:
-        async with _runtime(options) as runtime:
+        async with _runtime(options) as runtime, _progress(runtime, run_id, progress):
             return await runtime.retry(run_id)
 
     result = execute(options, work)

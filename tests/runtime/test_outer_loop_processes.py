@@ -244,10 +244,17 @@ def test_two_processes_started_at_once_share_one_supervise_per_cycle(tmp_path: P
 def test_loop_status_prints_the_manifest(tmp_path: Path) -> None:
     data, calls = tmp_path / "data", tmp_path / "calls"
     assert run_loop(data, calls, {DONE_AT_ENV: "1"}, max_cycles=2).returncode == 0
-    status = cli(data, "loop-status", LOOP_ID)
+    status = cli(data, "loop-status", LOOP_ID, "--json")
     assert status.returncode == 0, status.stderr
-    assert json.loads(status.stdout) == manifest(data, LOOP_ID)
+    recorded = manifest(data, LOOP_ID)
+    assert json.loads(status.stdout) == recorded
     assert json.loads(status.stdout)["result"]["kind"] == "done"
+    table = cli(data, "loop-status", LOOP_ID)
+    assert table.returncode == 0, table.stderr
+    assert table.stdout.splitlines()[0].startswith(f"{LOOP_ID}  done after 1 cycle(s)")
+    [cycle] = recorded["cycles"]
+    assert any(line.split()[:3] == ["1", cycle["runId"], cycle["status"]]
+               for line in table.stdout.splitlines())  # fmt: skip
 
     missing = cli(data, "loop-status", "ol_nowhere")
     assert missing.returncode == 3
