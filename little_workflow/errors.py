@@ -50,6 +50,7 @@ errors (``sqlite3``, ``psycopg``, ``OSError``) are translated at the boundary wi
     │   ├── IpcAuthError                     ipc_auth_failed
     │   └── SequenceGapError                 ipc_sequence_gap
     ├── LockTimeoutError                     lock_timeout
+    ├── ArtifactNotFoundError                artifact_not_found
     ├── MemoMismatchError                    memo_identity_mismatch
     └── RunFailedError                       run_failed (carries ``cause_code``)
 
@@ -64,6 +65,7 @@ from dataclasses import dataclass
 
 __all__ = [
     "AckBeyondLastSeqError",
+    "ArtifactNotFoundError",
     "AwaitingAnswerError",
     "CapabilityDriftError",
     "ConfigError",
@@ -608,6 +610,12 @@ class LockTimeoutError(LittleWorkflowError):
     """
 
     code = "lock_timeout"
+
+
+class ArtifactNotFoundError(LittleWorkflowError):
+    """No artifact has this id in this data directory (``little-workflow artifacts`` lists them)."""
+
+    code = "artifact_not_found"
 
 
 class MemoMismatchError(LittleWorkflowError):
