@@ -1,0 +1,68 @@
+"""The ``ui`` command: serve the web UI for this data directory."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from little_workflow.cli._main import EXIT_INVALID, Options
+
+
+@click.command()
+@click.option(
+    "--host",
+    default="127.0.0.1",
+    show_default=True,
+    help="Address to listen on. Anything but loopback requires a token.",
+)
+@click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=8765,
+    show_default=True,
+    help="Port to listen on; 0 picks a free one (the printed URL names it).",
+)
+@click.option(
+    "--token",
+    envvar="LITTLE_WORKFLOW_UI_TOKEN",
+    default=None,
+    help="Require this token on every request [env LITTLE_WORKFLOW_UI_TOKEN; generated "
+    "when --host is not loopback].",
+)
+@click.option(
+    "--open/--no-open", "open_browser", default=False, help="Open the UI in a web browser."
+)
+@click.pass_obj
+def ui(options: Options, *, host: str, port: int, token: str | None, open_browser: bool) -> None:
+    """Serve the web UI (runs, steps, events, model and tool calls) until interrupted."""
+    from little_workflow.ui import serve
+
+    def opened(url: str) -> None:
+        if open_browser:
+            import webbrowser
+
+            webbrowser.open(url)
+
+    def announce(line: str) -> None:
+        click.echo(line)
+        sys.stdout.flush()  # a script waiting for the URL reads it through a pipe
+
+    try:
+        serve(
+            options.data_dir,
+            store=options.store,
+            host=host,
+            port=port,
+            token=token or None,
+            announce=announce,
+            on_ready=opened,
+        )
+    except OSError as exc:
+        click.echo(f"error: cannot listen on {host}:{port}: {exc.strerror or exc}", err=True)
+        sys.exit(EXIT_INVALID)
+
+
+def register(group: click.Group) -> None:
+    """Add this command to the CLI group."""
+    group.add_command(ui)

@@ -1,0 +1,345 @@
+"""The UI's Starlette application: three pages (one HTML file) and a read-only JSON API.
+
+Pages: ``/`` (runs and outer loops), ``/runs/{runId}``, ``/loops/{outerLoopId}``; each
+is ``static/index.html``, whose script renders the page from the API. A run's page
+follows the run through ``/api/runs/{runId}/stream``, a server-sent event stream: the
+server polls the log (a cheap ``read(after=...)``) and sends only what is new, with the
+run's view refreshed from the folded state. Rejected: a WebSocket (nothing flows from
+the page to the server, and an ``EventSource`` reconnects and resumes by itself, from
+``Last-Event-ID``), and a change feed in the storage layer (SQLite has none across
+processes; polling one index row per open page is cheap).
+
+Nothing here writes: the UI never changes a run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import FileResponse, JSONResponse, Response, StreamingResponse
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from little_workflow.errors import (
+    ConfigError,
+    CorruptDataError,
+    InvalidInputError,
+    LittleWorkflowError,
+    StorageError,
+)
+from little_workflow.events import RunStatus
+from little_workflow.ids import validate_id
+from little_workflow.runtime import Runtime
+from little_workflow.ui._artifacts import Artifacts
+from little_workflow.ui._security import Guard
+from little_workflow.views import TERMINAL, RunReader, event_row
+
+__all__ = ["create_app"]
+
+STATIC = Path(__file__).resolve().parent / "static"
+_PAGE_LIMIT = 500
+_KEEPALIVE_SECONDS = 15.0
+
+
+class _Backend:
+    """The runtime (store and data directory) and the read model, opened with the app."""
+
+    def __init__(self, data_dir: str | os.PathLike[str], store: str | None) -> None:
+        self.runtime = Runtime(data_dir, store=store, import_functions=False)
+        self.artifacts = Artifacts(self.runtime.data_dir.root)
+        self._reader: RunReader | None = None
+
+    @property
+    def reader(self) -> RunReader:
+        assert self._reader is not None, "the app's lifespan opens the store"
+        return self._reader
+
+    @contextlib.asynccontextmanager
+    async def lifespan(self, _app: Starlette) -> AsyncIterator[None]:
+        await self.runtime.open()
+        self._reader = RunReader(self.runtime.events)
+        try:
+            yield
+        finally:
+            self._reader = None
+            await self.runtime.close()
+
+
+def _error(status: int, code: str, message: str) -> JSONResponse:
+    return JSONResponse({"error": code, "message": message}, status_code=status)
+
+
+def _not_found(what: str) -> HTTPException:
+    return HTTPException(404, f"no {what} in this store")
+
+
+def _int(request: Request, name: str, default: int, low: int, high: int) -> int:
+    text = request.query_params.get(name)
+    if text is None or text == "":
+        return default
+    if not text.isdigit() or not low <= int(text) <= high:
+        raise HTTPException(400, f"{name} must be an integer from {low} to {high}")
+    return int(text)
+
+
+def _flag(request: Request, name: str) -> bool:
+    return request.query_params.get(name, "") in ("1", "true", "yes", "on")
+
+
+class _Api:
+    """The request handlers, over one backend."""
+
+    def __init__(self, backend: _Backend, poll_interval: float) -> None:
+        self.backend = backend
+        self.poll_interval = poll_interval
+
+    async def page(self, _request: Request) -> Response:
+        return FileResponse(STATIC / "index.html", headers={"cache-control": "no-store"})
+
+    async def runs(self, request: Request) -> Response:
+        status = request.query_params.get("status") or None
+        if status is not None and status not in {item.value for item in RunStatus}:
+            raise HTTPException(400, f"unknown status {status!r}")
+        parent = request.query_params.get("parent") or None
+        found = await self.backend.reader.summaries(
+            status=None if status is None else RunStatus(status),
+            workflow=request.query_params.get("workflow") or None,
+            parent_run_id=None if parent is None else validate_id(parent, what="run id"),
+            sub_runs=_flag(request, "subRuns"),
+            limit=_int(request, "limit", 50, 1, 1000),
+        )
+        return JSONResponse({"runs": [summary.to_json() for summary in found]})
+
+    async def run_payload(self, run_id: str) -> dict[str, Any] | None:
+        view = await self.backend.reader.view(run_id)
+        if view is None:
+            return None
+        payload = view.to_json()
+        loop_id = view.run.get("outerLoopId")
+        payload["outerLoop"] = None if loop_id is None else await self.loop_payload(loop_id)
+        payload["artifacts"] = await self.backend.artifacts.listing(run_id)
+        return payload
+
+    async def run(self, request: Request) -> Response:
+        run_id = validate_id(request.path_params["run_id"], what="run id")
+        payload = await self.run_payload(run_id)
+        if payload is None:
+            raise _not_found(f"run {run_id!r}")
+        return JSONResponse(payload)
+
+    async def events(self, request: Request) -> Response:
+        run_id = validate_id(request.path_params["run_id"], what="run id")
+        log = self.backend.runtime.events
+        if await log.get_run(run_id) is None:
+            raise _not_found(f"run {run_id!r}")
+        after = _int(request, "after", 0, 0, 2**62)
+        limit = _int(request, "limit", _PAGE_LIMIT, 1, 10_000)
+        records = await log.read(run_id, after=after, limit=limit)
+        types = set(request.query_params.getlist("type"))
+        return JSONResponse(
+            {
+                "events": [event_row(r) for r in records if not types or r.type in types],
+                "lastSeq": records[-1].seq if records else after,
+                "more": len(records) == limit,
+            }
+        )
+
+    async def stream(self, request: Request) -> Response:
+        run_id = validate_id(request.path_params["run_id"], what="run id")
+        if await self.backend.runtime.events.get_run(run_id) is None:
+            raise _not_found(f"run {run_id!r}")
+        # An EventSource that reconnects says where it was; that wins over ?after=.
+        resumed = request.headers.get("last-event-id", "")
+        after = int(resumed) if resumed.isdigit() else _int(request, "after", 0, 0, 2**62)
+        return StreamingResponse(
+            _follow(self.backend, run_id, after, self.run_payload, self.poll_interval),
+            media_type="text/event-stream",
+            headers={"cache-control": "no-store", "x-accel-buffering": "no"},
+        )
+
+    async def artifacts(self, request: Request) -> Response:
+        run_id = validate_id(request.path_params["run_id"], what="run id")
+        return JSONResponse(await self.backend.artifacts.listing(run_id))
+
+    async def artifact(self, request: Request) -> Response:
+        run_id = validate_id(request.path_params["run_id"], what="run id")
+        artifact_id = validate_id(request.path_params["artifact_id"], what="artifact id")
+        found = await self.backend.artifacts.download(run_id, artifact_id)
+        if found is None:
+            raise _not_found(f"artifact {artifact_id!r} of run {run_id!r}")
+        name, data = found
+        # Always a download, never rendered here: an HTML or SVG artifact opened on
+        # this origin could run its scripts against the API.
+        return Response(
+            data,
+            media_type="application/octet-stream",
+            headers={
+                "content-disposition": f"attachment; filename*=UTF-8''{quote(name, safe='')}",
+                "content-security-policy": "sandbox",
+                "cache-control": "no-store",
+            },
+        )
+
+    async def loop_payload(self, loop_id: str) -> dict[str, Any]:
+        manifest = self.backend.runtime.outer_loop_status(loop_id)
+        payload: dict[str, Any] = manifest.model_dump(mode="json", by_alias=True)
+        wanted = [cycle.run_id for cycle in manifest.cycles]
+        if manifest.pending_cycle_run_id is not None:
+            wanted.append(manifest.pending_cycle_run_id)
+        summaries = {}
+        for run_id in wanted:
+            info = await self.backend.runtime.events.get_run(run_id)
+            if info is not None:
+                summaries[run_id] = {
+                    "status": None if info.status is None else info.status.value,
+                    "events": info.last_seq,
+                    "createdAt": info.created_at,
+                    "updatedAt": info.updated_at,
+                }
+        payload["runs"] = summaries
+        return payload
+
+    async def loops(self, _request: Request) -> Response:
+        found: list[dict[str, Any]] = []
+        paths = sorted(
+            self.backend.runtime.data_dir.outer_loops.glob("*.json"),
+            key=lambda path: path.stat().st_mtime,
+            reverse=True,
+        )
+        for path in paths:
+            try:
+                manifest = self.backend.runtime.outer_loop_status(path.stem)
+            except InvalidInputError:
+                continue  # not a manifest's name (an editor's backup, a temp file)
+            except CorruptDataError as exc:
+                found.append({"outerLoopId": path.stem, "error": exc.message})
+                continue
+            found.append(
+                {
+                    "outerLoopId": manifest.outer_loop_id,
+                    "maxCycles": manifest.max_cycles,
+                    "cycles": len(manifest.cycles),
+                    "pendingCycleRunId": manifest.pending_cycle_run_id,
+                    "result": None if manifest.result is None else manifest.result.kind,
+                    "updatedAt": path.stat().st_mtime,
+                }
+            )
+        return JSONResponse({"loops": found})
+
+    async def loop(self, request: Request) -> Response:
+        loop_id = validate_id(request.path_params["loop_id"], what="outer loop id")
+        return JSONResponse(await self.loop_payload(loop_id))
+
+
+def create_app(
+    data_dir: str | os.PathLike[str],
+    store: str | None = None,
+    token: str | None = None,
+    *,
+    poll_interval: float = 0.25,
+) -> Starlette:
+    """The UI for the runs in ``data_dir`` (and ``store``, if the log lives elsewhere).
+
+    With ``token``, every request must carry it (see ``_security``); without, only
+    requests to a loopback host name are answered. ``poll_interval`` is how often an
+    open run page's stream looks for new events, in seconds.
+    """
+    backend = _Backend(data_dir, store)
+    api = _Api(backend, poll_interval)
+    routes = [
+        Route("/", api.page),
+        Route("/runs/{run_id}", api.page),
+        Route("/loops/{loop_id}", api.page),
+        Mount("/static", StaticFiles(directory=STATIC), name="static"),
+        Route("/api/runs", api.runs),
+        Route("/api/runs/{run_id}", api.run),
+        Route("/api/runs/{run_id}/events", api.events),
+        Route("/api/runs/{run_id}/stream", api.stream),
+        Route("/api/runs/{run_id}/artifacts", api.artifacts),
+        Route("/api/runs/{run_id}/artifacts/{artifact_id}", api.artifact),
+        Route("/api/loops", api.loops),
+        Route("/api/loops/{loop_id}", api.loop),
+    ]
+    return Starlette(
+        routes=routes,
+        middleware=[Middleware(Guard, token=token)],
+        lifespan=backend.lifespan,
+        exception_handlers={
+            HTTPException: _http_error,
+            LittleWorkflowError: _library_error,
+        },
+    )
+
+
+async def _http_error(_request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    code = {400: "bad_request", 404: "not_found"}.get(exc.status_code, "http_error")
+    return _error(exc.status_code, code, exc.detail)
+
+
+async def _library_error(_request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, LittleWorkflowError)
+    if isinstance(exc, ConfigError) and exc.code == "outer_loop_not_found":
+        return _error(404, exc.code, exc.message)
+    if isinstance(exc, InvalidInputError):
+        return _error(400, exc.code, exc.message)
+    if isinstance(exc, StorageError):
+        return _error(503 if exc.code == "storage_unavailable" else 500, exc.code, exc.message)
+    return _error(500, exc.code, exc.message)
+
+
+def _sse(kind: str, data: object, *, event_id: int | None = None) -> str:
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    head = f"id: {event_id}\n" if event_id is not None else ""
+    # JSON never holds a raw newline, so the data is one ``data:`` line.
+    return f"{head}event: {kind}\ndata: {text}\n\n"
+
+
+async def _follow(
+    backend: _Backend,
+    run_id: str,
+    after: int,
+    run_payload: Callable[[str], Awaitable[dict[str, Any] | None]],
+    poll_interval: float,
+) -> AsyncIterator[str]:
+    """``update`` messages (new events; the run's view with the last of a backlog), then
+    ``end`` once the run is finished and every event was sent."""
+    log = backend.runtime.events
+    position = after
+    quiet = 0.0
+    first = True
+    while True:
+        # The status first: once it is terminal, the read below has every event.
+        info = await log.get_run(run_id)
+        records = await log.read(run_id, after=position, limit=_PAGE_LIMIT)
+        if records or first:
+            first = False
+            quiet = 0.0
+            position = records[-1].seq if records else position
+            caught_up = len(records) < _PAGE_LIMIT
+            update: dict[str, Any] = {
+                "events": [event_row(record) for record in records],
+                "run": await run_payload(run_id) if caught_up else None,
+            }
+            yield _sse("update", update, event_id=position)
+            if not caught_up:
+                continue
+        if info is not None and info.status in TERMINAL and not records:
+            yield _sse("end", {"lastSeq": position, "status": info.status.value})
+            return
+        if quiet >= _KEEPALIVE_SECONDS:
+            quiet = 0.0
+            yield ": keepalive\n\n"  # lets a proxy, and the server, see a dead client
+        await asyncio.sleep(poll_interval)
+        quiet += poll_interval

@@ -1,0 +1,617 @@
+// little-workflow UI: renders the runs list, a run's page and an outer loop's page from
+// the JSON API, and follows a live run through its server-sent event stream.
+//
+// Run data is untrusted (prompts, tool results, outputs may hold anything, markup
+// included). Every node is built by h() below, which sets text as text: nothing in this
+// file parses a string as HTML.
+"use strict";
+
+(() => {
+  const main = document.getElementById("main");
+  const live = document.getElementById("live");
+
+  // --- building DOM ------------------------------------------------------------------
+
+  function h(tag, props, ...children) {
+    const node = document.createElement(tag);
+    for (const [key, value] of Object.entries(props || {})) {
+      if (value === null || value === undefined || value === false) continue;
+      if (key.startsWith("on")) node.addEventListener(key.slice(2), value);
+      else if (key === "class") node.className = value;
+      else if (key === "dataset") Object.assign(node.dataset, value);
+      else if (key === "open") node.open = Boolean(value);
+      else node.setAttribute(key, value === true ? "" : String(value));
+    }
+    append(node, children);
+    return node;
+  }
+
+  function append(node, children) {
+    for (const child of children) {
+      if (child === null || child === undefined || child === false) continue;
+      if (Array.isArray(child)) append(node, child);
+      else if (child instanceof Node) node.appendChild(child);
+      else node.appendChild(document.createTextNode(String(child)));
+    }
+  }
+
+  // --- formatting --------------------------------------------------------------------
+
+  const pad = (n, width = 2) => String(n).padStart(width, "0");
+
+  function when(ts) {
+    if (!ts) return "-";
+    const d = new Date(ts * 1000);
+    return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())} ` +
+      `${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}`;
+  }
+
+  function clock(ts) {
+    const d = new Date(ts * 1000);
+    return `${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}.` +
+      pad(d.getMilliseconds(), 3);
+  }
+
+  function duration(seconds) {
+    if (seconds === null || seconds === undefined || Number.isNaN(seconds)) return "-";
+    if (seconds < 1) return `${Math.max(0, Math.round(seconds * 1000))} ms`;
+    if (seconds < 60) return `${seconds.toFixed(1)} s`;
+    const minutes = Math.floor(seconds / 60);
+    if (minutes < 60) return `${minutes}m ${pad(Math.floor(seconds % 60))}s`;
+    return `${Math.floor(minutes / 60)}h ${pad(minutes % 60)}m`;
+  }
+
+  function bytes(n) {
+    if (n < 1024) return `${n} B`;
+    if (n < 1024 * 1024) return `${(n / 1024).toFixed(1)} KB`;
+    return `${(n / 1024 / 1024).toFixed(1)} MB`;
+  }
+
+  const pretty = (value) => JSON.stringify(value, null, 2);
+
+  function preview(value, limit = 96) {
+    const text = typeof value === "string" ? value : JSON.stringify(value);
+    if (text === undefined) return "";
+    const line = text.replace(/\s+/g, " ").trim();
+    return line.length > limit ? `${line.slice(0, limit - 1)}…` : line;
+  }
+
+  const short = (text, n = 12) => (text && text.length > n ? `${text.slice(0, n)}…` : text || "-");
+
+  // A duration that keeps counting while the page is open (see the ticker below).
+  function elapsed(since, until) {
+    if (until) return h("span", null, duration(until - since));
+    return h("span", { class: "ticking", dataset: { since: String(since) } },
+      duration(Date.now() / 1000 - since));
+  }
+
+  setInterval(() => {
+    for (const node of document.querySelectorAll("[data-since]")) {
+      node.textContent = duration(Date.now() / 1000 - Number(node.dataset.since));
+    }
+  }, 1000);
+
+  const badge = (status) =>
+    h("span", { class: `badge status-${status || "unknown"}` }, status || "unknown");
+
+  const dot = (status) =>
+    h("span", { class: `dot status-${status || "unknown"}`, title: status || "" });
+
+  const runLink = (runId) => h("a", { class: "mono", href: `/runs/${encodeURIComponent(runId)}` }, runId);
+
+  const jsonBlock = (value, extra) => h("pre", { class: `json ${extra || ""}` }, pretty(value));
+
+  function section(title, ...body) {
+    return h("section", { class: "card" },
+      h("div", { class: "card-head" }, Array.isArray(title) ? title : h("h2", null, title)),
+      h("div", { class: "card-body" }, body));
+  }
+
+  function message(text, kind = "muted") {
+    return h("p", { class: kind }, text);
+  }
+
+  async function api(path) {
+    const response = await fetch(path, { headers: { accept: "application/json" } });
+    if (!response.ok) {
+      let detail = response.statusText;
+      try {
+        detail = (await response.json()).message || detail;
+      } catch (_) { /* not JSON: keep the status text */ }
+      throw new Error(`${response.status}: ${detail}`);
+    }
+    return response.json();
+  }
+
+  function setLive(state, text) {
+    live.hidden = !state;
+    live.className = `live live-${state}`;
+    live.textContent = text || "";
+  }
+
+  // --- runs list ---------------------------------------------------------------------
+
+  const STATUSES = ["running", "completed", "failed", "cancelled"];
+
+  function runsPage() {
+    document.title = "Runs · little-workflow";
+    const params = new URLSearchParams(location.search);
+    const filters = {
+      status: params.get("status") || "",
+      workflow: params.get("workflow") || "",
+      subRuns: params.get("subRuns") === "1",
+    };
+    const body = h("tbody");
+    const counter = h("span", { class: "muted" });
+    const loopsBody = h("div");
+
+    function changed() {
+      const query = new URLSearchParams();
+      if (filters.status) query.set("status", filters.status);
+      if (filters.workflow) query.set("workflow", filters.workflow);
+      if (filters.subRuns) query.set("subRuns", "1");
+      const text = query.toString();
+      history.replaceState(null, "", text ? `/?${text}` : "/");
+      refresh();
+    }
+
+    const statusSelect = h("select", { "aria-label": "status", onchange: (e) => { filters.status = e.target.value; changed(); } },
+      h("option", { value: "" }, "All statuses"),
+      STATUSES.map((s) => h("option", { value: s, selected: filters.status === s }, s)));
+    const workflowInput = h("input", {
+      type: "search", placeholder: "Workflow name", value: filters.workflow, "aria-label": "workflow",
+      onchange: (e) => { filters.workflow = e.target.value.trim(); changed(); },
+    });
+    const subRunsBox = h("label", { class: "check" },
+      h("input", { type: "checkbox", checked: filters.subRuns, onchange: (e) => { filters.subRuns = e.target.checked; changed(); } }),
+      "Include sub-runs");
+
+    main.replaceChildren(
+      h("div", { class: "page-head" }, h("div", null, h("h1", null, "Runs"), counter)),
+      h("div", { class: "filters" }, statusSelect, workflowInput, subRunsBox),
+      h("section", { class: "card" },
+        h("table", { class: "table runs" },
+          h("thead", null, h("tr", null,
+            h("th", null, "Run"), h("th", null, "Workflow"), h("th", null, "Status"),
+            h("th", { class: "num" }, "Steps done"), h("th", { class: "num" }, "Events"),
+            h("th", null, "Started"), h("th", { class: "num" }, "Duration"))),
+          body)),
+      h("div", { class: "page-head", id: "loops" }, h("h2", null, "Outer loops")),
+      loopsBody);
+
+    async function refresh() {
+      const query = new URLSearchParams({ limit: "100" });
+      if (filters.status) query.set("status", filters.status);
+      if (filters.workflow) query.set("workflow", filters.workflow);
+      if (filters.subRuns) query.set("subRuns", "1");
+      try {
+        const [{ runs }, { loops }] = await Promise.all([api(`/api/runs?${query}`), api("/api/loops")]);
+        counter.textContent = `${runs.length} run${runs.length === 1 ? "" : "s"}`;
+        body.replaceChildren(...runs.map(runRow));
+        if (!runs.length) {
+          body.replaceChildren(h("tr", null, h("td", { colspan: 7, class: "empty" },
+            "No runs yet. Start one with: little-workflow run WORKFLOW.yaml")));
+        }
+        loopsBody.replaceChildren(loopsTable(loops));
+      } catch (error) {
+        counter.textContent = String(error.message);
+      }
+    }
+
+    refresh();
+    setInterval(() => { if (!document.hidden) refresh(); }, 2000);
+  }
+
+  function runRow(run) {
+    const running = run.status === "running";
+    return h("tr", { class: running ? "is-running" : null, dataset: { runId: run.runId } },
+      h("td", null, runLink(run.runId),
+        run.parentRunId ? h("div", { class: "sub muted" }, "sub-run of ", runLink(run.parentRunId)) : null),
+      h("td", null, run.workflow || "-"),
+      h("td", null, badge(run.status)),
+      h("td", { class: "num" }, run.stepsDone === null ? "?" : String(run.stepsDone)),
+      h("td", { class: "num" }, String(run.events)),
+      h("td", { class: "nowrap" }, when(run.createdAt)),
+      h("td", { class: "num nowrap" }, running ? elapsed(run.createdAt) : duration(run.updatedAt - run.createdAt)));
+  }
+
+  function loopsTable(loops) {
+    if (!loops.length) return h("section", { class: "card" }, h("div", { class: "card-body" }, message("No outer loops in this data directory.")));
+    return h("section", { class: "card" }, h("table", { class: "table" },
+      h("thead", null, h("tr", null, h("th", null, "Outer loop"), h("th", { class: "num" }, "Cycles"),
+        h("th", null, "State"), h("th", null, "Updated"))),
+      h("tbody", null, loops.map((loop) => h("tr", null,
+        h("td", null, h("a", { class: "mono", href: `/loops/${encodeURIComponent(loop.outerLoopId)}` }, loop.outerLoopId)),
+        h("td", { class: "num" }, loop.error ? "-" : `${loop.cycles} / ${loop.maxCycles}`),
+        h("td", null, loop.error ? h("span", { class: "error-text" }, loop.error)
+          : badge(loop.result ? loop.result : "running")),
+        h("td", { class: "nowrap" }, when(loop.updatedAt)))))));
+  }
+
+  // --- one run -----------------------------------------------------------------------
+
+  function runPage(runId) {
+    document.title = `${runId} · little-workflow`;
+    const page = {
+      open: new Set(),        // keys of expanded <details>, kept across re-renders
+      rendered: new Map(),    // section name -> the JSON it was last rendered from
+      eventCount: 0,
+      loaded: false,
+    };
+    const slots = {
+      head: h("div", { class: "run-head" }),
+      failure: h("div"),
+      steps: h("div", { class: "tree", id: "steps" }),
+      stepsCount: h("span", { class: "muted" }),
+      events: h("ol", { class: "timeline", id: "events" }),
+      eventsCount: h("span", { class: "muted" }),
+      calls: h("div", { id: "calls" }),
+      children: h("div"),
+      loop: h("div"),
+      artifacts: h("div", { id: "artifacts" }),
+      io: h("div", { class: "io" }),
+    };
+    const timeline = h("div", { class: "timeline-scroll" }, slots.events);
+    main.replaceChildren(
+      slots.head, slots.failure,
+      h("div", { class: "columns" },
+        section([h("h2", null, "Steps"), slots.stepsCount], slots.steps),
+        section([h("h2", null, "Events"), slots.eventsCount], timeline)),
+      slots.calls, slots.children, slots.loop, slots.artifacts, slots.io);
+    slots.head.append(message("Loading run..."));
+
+    const once = (name, value, draw) => {
+      const text = JSON.stringify(value);
+      if (page.rendered.get(name) === text) return;
+      page.rendered.set(name, text);
+      draw();
+    };
+
+    function render(payload) {
+      const run = payload.run;
+      once("head", [run, Math.floor(Date.now() / 60000)], () => slots.head.replaceChildren(...runHead(run)));
+      once("failure", run.failure, () => slots.failure.replaceChildren(run.failure ? failureBox(run) : ""));
+      once("steps", payload.tree, () => {
+        const done = payload.steps.filter((s) => s.status === "completed").length;
+        slots.stepsCount.textContent = `${done} of ${payload.steps.length} done`;
+        slots.steps.replaceChildren(...stepTree(payload.tree, page));
+        if (!payload.tree.length) slots.steps.replaceChildren(message("No step has started yet."));
+      });
+      once("calls", payload.sessions, () => slots.calls.replaceChildren(
+        payload.sessions.length ? section("Model and tool calls", payload.sessions.map((s) => sessionCard(s, page))) : ""));
+      once("children", payload.subRuns, () => slots.children.replaceChildren(
+        payload.subRuns.length ? section("Sub-runs", subRunsTable(payload.subRuns)) : ""));
+      once("loop", payload.outerLoop, () => slots.loop.replaceChildren(
+        payload.outerLoop ? section(`Outer loop ${payload.outerLoop.outerLoopId}`, cyclesView(payload.outerLoop, runId)) : ""));
+      once("artifacts", payload.artifacts, () => slots.artifacts.replaceChildren(
+        section("Artifacts", artifactsView(payload.artifacts, runId))));
+      once("io", [run.input, run.output, run.status], () => slots.io.replaceChildren(
+        section("Input", jsonBlock(run.input)),
+        section("Output", run.status === "completed" ? jsonBlock(run.output) : message(run.status === "running" ? "Not finished yet." : "No output."))));
+    }
+
+    function addEvents(events) {
+      const stick = timeline.scrollTop + timeline.clientHeight >= timeline.scrollHeight - 24;
+      for (const record of events) slots.events.append(eventItem(record, page, page.loaded));
+      page.eventCount += events.length;
+      slots.eventsCount.textContent = `${page.eventCount} event${page.eventCount === 1 ? "" : "s"}`;
+      if (stick || !page.loaded) timeline.scrollTop = timeline.scrollHeight;
+    }
+
+    const stream = new EventSource(`/api/runs/${encodeURIComponent(runId)}/stream?after=0`);
+    stream.addEventListener("update", (e) => {
+      const update = JSON.parse(e.data);
+      addEvents(update.events);
+      if (update.run) {
+        render(update.run);
+        page.loaded = true;
+        setLive(update.run.run.status === "running" ? "on" : "off",
+          update.run.run.status === "running" ? "Live" : "Finished");
+      }
+    });
+    stream.addEventListener("end", () => {
+      stream.close();
+      setLive("off", "Finished");
+    });
+    stream.addEventListener("error", () => {
+      if (stream.readyState === EventSource.CLOSED || !page.loaded) {
+        stream.close();
+        api(`/api/runs/${encodeURIComponent(runId)}`).catch((error) => {
+          slots.head.replaceChildren(breadcrumbs(runId, null), h("div", { class: "callout error" }, String(error.message)));
+        });
+      }
+      if (stream.readyState === EventSource.CONNECTING) setLive("wait", "Reconnecting…");
+    });
+  }
+
+  function breadcrumbs(runId, parentRunId) {
+    return h("nav", { class: "crumbs" }, h("a", { href: "/" }, "Runs"),
+      parentRunId ? [h("span", { class: "sep" }, "/"), runLink(parentRunId)] : null,
+      h("span", { class: "sep" }, "/"), h("span", { class: "mono" }, runId));
+  }
+
+  function runHead(run) {
+    const stat = (label, value, cls) => h("div", { class: "stat" },
+      h("div", { class: "stat-label" }, label), h("div", { class: `stat-value ${cls || ""}` }, value));
+    const running = run.status === "running";
+    return [
+      breadcrumbs(run.runId, run.parentRunId),
+      h("div", { class: "title-row" },
+        h("h1", { class: "mono" }, run.runId), h("span", { id: "run-status" }, badge(run.status))),
+      h("div", { class: "subtitle" },
+        h("strong", null, run.workflow || "-"),
+        run.parentStepPath ? [" · started by step ", h("span", { class: "mono" }, run.parentStepPath)] : null,
+        run.outerLoopId ? [" · cycle ", String(run.cycleNumber), " of outer loop ",
+          h("a", { class: "mono", href: `/loops/${encodeURIComponent(run.outerLoopId)}` }, run.outerLoopId)] : null),
+      h("div", { class: "stats" },
+        stat("Started", when(run.createdAt)),
+        stat("Duration", running ? elapsed(run.createdAt) : duration(run.updatedAt - run.createdAt)),
+        stat("Steps done", run.stepsDone === null ? "?" : String(run.stepsDone), "num"),
+        stat("Events", String(run.events), "num"),
+        stat("Resumes", String(run.resumes), "num"),
+        stat("Definition", h("span", { class: "mono", title: run.definitionHash }, short(run.definitionHash, 19))),
+        stat("Version", h("span", { class: "mono" }, run.workflowVersionId || "-"))),
+    ];
+  }
+
+  function failureBox(run) {
+    const failure = run.failure;
+    return h("div", { class: `callout ${run.status === "cancelled" ? "warn" : "error"}` },
+      h("strong", null, run.status === "cancelled" ? "Cancelled" : `Failed: ${failure.cause}`),
+      failure.stepPath ? [" at ", h("span", { class: "mono" }, failure.stepPath)] : null,
+      failure.message ? h("div", { class: "callout-text" }, failure.message) : null);
+  }
+
+  // A branch or visit group has no step of its own: it shows the worst state below it.
+  function groupStatus(tree, index) {
+    const depth = tree[index].depth;
+    let status = "completed";
+    for (let i = index + 1; i < tree.length && tree[i].depth > depth; i += 1) {
+      const step = tree[i].step;
+      if (!step) continue;
+      if (step.status === "failed") return "failed";
+      if (step.status === "running") status = "running";
+    }
+    return status;
+  }
+
+  function details(key, page, summary, body, extra) {
+    const node = h("details", { class: extra || "", open: page.open.has(key), dataset: { key } },
+      h("summary", null, summary), body);
+    node.addEventListener("toggle", () => {
+      if (node.open) page.open.add(key);
+      else page.open.delete(key);
+    });
+    return node;
+  }
+
+  function stepTree(tree, page) {
+    return tree.map((node, index) => {
+      const step = node.step;
+      const guides = h("span", { class: "guides", dataset: { depth: String(node.depth) } });
+      guides.style.width = `${node.depth * 18}px`;
+      if (!step) {
+        const status = groupStatus(tree, index);
+        return h("div", { class: "tree-row group", dataset: { path: node.path, status } }, guides,
+          dot(status), h("span", { class: "step-label mono" }, node.label),
+          h("span", { class: "kind" }, node.label.startsWith("[") ? "branch" : "visits"));
+      }
+      const row = h("div", { class: "tree-row", dataset: { path: node.path, status: step.status } }, guides,
+        dot(step.status), h("span", { class: "step-label mono" }, node.label),
+        h("span", { class: "kind" }, step.kind),
+        step.route ? h("span", { class: "route" }, "→ ", step.route) : null,
+        step.attempts > 1 ? h("span", { class: "attempts", title: "attempts" }, `×${step.attempts}`) : null,
+        h("span", { class: "spacer" }),
+        h("span", { class: "took" }, step.startedAt ? elapsed(step.startedAt, step.endedAt) : ""));
+      const body = h("div", { class: "step-detail" },
+        h("dl", { class: "facts" },
+          h("dt", null, "Path"), h("dd", { class: "mono" }, step.path),
+          h("dt", null, "Status"), h("dd", null, badge(step.status)),
+          h("dt", null, "Attempts"), h("dd", null, String(step.attempts), step.failures ? ` (${step.failures} failed)` : ""),
+          h("dt", null, "Started"), h("dd", null, step.startedAt ? clock(step.startedAt) : "-"),
+          step.subRunId ? [h("dt", null, "Sub-run"), h("dd", null, runLink(step.subRunId))] : null,
+          step.error ? [h("dt", null, "Error"), h("dd", { class: "error-text" }, step.error)] : null),
+        step.status === "completed" ? [h("div", { class: "label" }, "Output"), jsonBlock(step.output)] : null);
+      return details(`step:${node.path}`, page, row, body, "tree-item");
+    });
+  }
+
+  function category(type) {
+    if (type.startsWith("Run")) return "run";
+    if (type.startsWith("harness.model")) return "model";
+    if (type.startsWith("harness.tool")) return "tool";
+    if (type.startsWith("harness.")) return "harness";
+    if (type.includes("Failed")) return "failed";
+    return "step";
+  }
+
+  function describe(event) {
+    const e = event.event;
+    switch (event.type) {
+      case "RunStarted": return `${e.workflowName}`;
+      case "RunFailed": return `${e.causeCode}: ${e.message}`;
+      case "RunResumed": return e.reason;
+      case "StepAttemptStarted": return `${e.stepPath} · ${e.kind}${e.attempt > 1 ? ` · attempt ${e.attempt}` : ""}`;
+      case "StepCompleted": return `${e.stepPath}${e.route ? ` → ${e.route}` : ""}`;
+      case "StepAttemptFailed": return `${e.stepPath} · ${e.errorCode}${e.willRetry ? " (will retry)" : ""}`;
+      case "StepFailed": return `${e.stepPath} · ${e.causeCode}`;
+      case "SubRunStarted": return `${e.stepPath} → ${e.subRunId}`;
+      case "harness.model.called": return `${e.slot}${e.request && e.request.model ? ` · ${e.request.model}` : ""}`;
+      case "harness.tool_call.started": return `${e.toolName} ${preview(e.arguments, 60)}`;
+      case "harness.tool_call.failed": return `${e.errorCode}: ${e.message}`;
+      case "harness.session.started": return `${e.role}${e.stepPath ? ` · ${e.stepPath}` : ""}`;
+      case "harness.execute_step.succeeded": return e.stepPath;
+      case "OuterLoopCycleCompleted": return `cycle ${e.cycleNumber} · ${e.result.kind}`;
+      default: return e.stepPath || e.sessionId || "";
+    }
+  }
+
+  function eventItem(record, page, fresh) {
+    const summary = h("span", { class: "event-line" },
+      h("span", { class: "seq mono" }, String(record.seq)),
+      h("span", { class: "at mono" }, clock(record.ts)),
+      h("span", { class: `etype cat-${category(record.type)}` }, record.type),
+      h("span", { class: "edesc" }, describe(record)));
+    const item = h("li", { class: fresh ? "fresh" : null, dataset: { seq: String(record.seq), type: record.type } },
+      details(`event:${record.seq}`, page, summary, jsonBlock(record.event)));
+    return item;
+  }
+
+  // --- model and tool calls ----------------------------------------------------------
+
+  function sessionCard(session, page) {
+    const done = session.calls.filter((c) => c.done).length;
+    return h("div", { class: "session", dataset: { session: session.sessionId } },
+      h("div", { class: "session-head" },
+        h("span", { class: "role" }, session.role),
+        session.stepPath ? h("span", { class: "mono" }, session.stepPath) : null,
+        session.sessionId !== session.stepPath ? h("span", { class: "muted mono small" }, session.sessionId) : null,
+        h("span", { class: "spacer" }),
+        h("span", { class: "muted small" }, `${done}/${session.calls.length} calls`),
+        badge(session.completed ? "completed" : "running")),
+      session.calls.map((call) => callItem(session, call, page)));
+  }
+
+  function callState(call) {
+    if (!call.done) return h("span", { class: "call-state pending" }, "pending");
+    return call.ok ? h("span", { class: "call-state ok" }, "ok") : h("span", { class: "call-state err" }, "error");
+  }
+
+  function callItem(session, call, page) {
+    const key = `call:${session.sessionId}:${call.callId}`;
+    if (call.kind === "model") {
+      const request = call.request || {};
+      const response = call.value || {};
+      const answer = response.message || {};
+      const asked = (answer.toolCalls || []).map((t) => t.name);
+      const gist = !call.done ? "waiting for the model…"
+        : !call.ok ? `${call.errorCode}: ${call.message}`
+          : asked.length ? `→ ${asked.join(", ")}` : preview(answer.content || "", 110);
+      const summary = h("span", { class: "call-line" },
+        h("span", { class: "tag tag-model" }, "model"),
+        h("span", { class: "call-name mono" }, call.slot, request.model ? ` · ${request.model}` : ""),
+        h("span", { class: "call-gist" }, gist), callState(call));
+      const body = h("div", { class: "call-body" },
+        h("div", { class: "label" }, `Request · ${(request.messages || []).length} messages`,
+          request.tools && request.tools.length ? ` · tools: ${request.tools.map((t) => t.name).join(", ")}` : ""),
+        h("div", { class: "messages" }, (request.messages || []).map(messageView)),
+        call.done && call.ok ? [
+          h("div", { class: "label" }, "Response",
+            response.finishReason ? ` · ${response.finishReason}` : "",
+            response.usage && (response.usage.inputTokens || response.usage.outputTokens)
+              ? ` · ${response.usage.inputTokens} in / ${response.usage.outputTokens} out tokens` : ""),
+          h("div", { class: "messages" }, messageView(answer.role ? answer : { role: "assistant", content: preview(response, 10000) })),
+        ] : null,
+        call.done && !call.ok ? h("div", { class: "callout error" }, `${call.errorCode}: ${call.message}`) : null);
+      return details(key, page, summary, body, "call");
+    }
+    const summary = h("span", { class: "call-line" },
+      h("span", { class: "tag tag-tool" }, "tool"),
+      h("span", { class: "call-name mono" }, call.name),
+      h("span", { class: "call-gist mono" }, preview(call.arguments, 60),
+        call.done ? [h("span", { class: "arrow" }, "  →  "), call.ok ? preview(call.value, 60) : `${call.errorCode}: ${call.message}`] : ""),
+      callState(call));
+    const body = h("div", { class: "call-body two" },
+      h("div", null, h("div", { class: "label" }, "Arguments"), jsonBlock(call.arguments)),
+      h("div", null, h("div", { class: "label" }, call.done && !call.ok ? "Error" : "Result"),
+        !call.done ? message("Not finished.")
+          : call.ok ? jsonBlock(call.value) : h("pre", { class: "json error-text" }, `${call.errorCode}: ${call.message}`)));
+    return details(key, page, summary, body, "call");
+  }
+
+  function messageView(msg) {
+    return h("div", { class: `msg msg-${msg.role}` },
+      h("div", { class: "msg-role" }, msg.role, msg.name ? h("span", { class: "muted" }, ` ${msg.name}`) : null),
+      h("div", { class: "msg-body" },
+        msg.content ? h("div", { class: `msg-text ${msg.isError ? "error-text" : ""}` }, msg.content) : null,
+        (msg.toolCalls || []).map((t) => h("div", { class: "msg-call mono" },
+          h("span", { class: "tag tag-tool" }, "call"), ` ${t.name}(${JSON.stringify(t.arguments)})`,
+          h("span", { class: "muted" }, `  ${t.id}`))),
+        msg.toolCallId ? h("div", { class: "muted small mono" }, `for ${msg.toolCallId}`) : null));
+  }
+
+  // --- sub-runs, loops, artifacts ----------------------------------------------------
+
+  function subRunsTable(runs) {
+    return h("table", { class: "table" },
+      h("thead", null, h("tr", null, h("th", null, "Run"), h("th", null, "Workflow"), h("th", null, "Status"),
+        h("th", { class: "num" }, "Steps done"), h("th", { class: "num" }, "Events"), h("th", { class: "num" }, "Duration"))),
+      h("tbody", null, runs.map((run) => h("tr", null,
+        h("td", null, runLink(run.runId)), h("td", null, run.workflow || "-"), h("td", null, badge(run.status)),
+        h("td", { class: "num" }, run.stepsDone === null ? "?" : String(run.stepsDone)),
+        h("td", { class: "num" }, String(run.events)),
+        h("td", { class: "num" }, run.status === "running" ? elapsed(run.createdAt) : duration(run.updatedAt - run.createdAt))))));
+  }
+
+  function cyclesView(loop, currentRunId) {
+    const rows = loop.cycles.map((cycle) => h("tr", { class: cycle.runId === currentRunId ? "current" : null },
+      h("td", { class: "num" }, String(cycle.cycleNumber)),
+      h("td", null, runLink(cycle.runId)),
+      h("td", null, badge(cycle.status)),
+      h("td", null, cycle.summary || "-"),
+      h("td", { class: "mono small" }, preview(cycle.output, 80))));
+    if (loop.pendingCycleRunId) {
+      const info = loop.runs[loop.pendingCycleRunId];
+      rows.push(h("tr", { class: loop.pendingCycleRunId === currentRunId ? "current" : null },
+        h("td", { class: "num" }, String(loop.cycles.length + 1)),
+        h("td", null, runLink(loop.pendingCycleRunId)),
+        h("td", null, badge(info ? info.status : "running")),
+        h("td", { class: "muted" }, "in progress"), h("td", null, "")));
+    }
+    return [
+      h("div", { class: "stats" },
+        h("div", { class: "stat" }, h("div", { class: "stat-label" }, "Cycles"), h("div", { class: "stat-value" }, `${loop.cycles.length} / ${loop.maxCycles}`)),
+        h("div", { class: "stat" }, h("div", { class: "stat-label" }, "Result"), h("div", { class: "stat-value" }, loop.result ? badge(loop.result.kind) : badge("running"))),
+        h("div", { class: "stat" }, h("div", { class: "stat-label" }, "Goal"), h("div", { class: "stat-value mono", title: loop.goal.workflowDefinitionHash }, short(loop.goal.workflowDefinitionHash, 19)))),
+      h("table", { class: "table" },
+        h("thead", null, h("tr", null, h("th", { class: "num" }, "#"), h("th", null, "Run"), h("th", null, "Status"),
+          h("th", null, "Summary"), h("th", null, "Output"))),
+        h("tbody", null, rows)),
+      loop.result ? [h("div", { class: "label" }, "Final output"), jsonBlock(loop.result.finalOutput)] : null,
+    ];
+  }
+
+  function artifactsView(artifacts, runId) {
+    if (artifacts.error) return h("div", { class: "callout error" }, artifacts.error);
+    if (!artifacts.items.length) return message("This run has not written any artifact.");
+    return h("table", { class: "table" },
+      h("thead", null, h("tr", null, h("th", null, "Name"), h("th", null, "Type"), h("th", { class: "num" }, "Size"),
+        h("th", null, "Step"), h("th", null, "SHA-256"), h("th", null, "Created"))),
+      h("tbody", null, artifacts.items.map((a) => h("tr", null,
+        h("td", null, h("a", { href: `/api/runs/${encodeURIComponent(runId)}/artifacts/${encodeURIComponent(a.artifactId)}`, download: a.name }, a.name)),
+        h("td", { class: "mono small" }, a.mediaType),
+        h("td", { class: "num" }, bytes(a.size)),
+        h("td", { class: "mono small" }, a.stepPath || "-"),
+        h("td", { class: "mono small", title: a.sha256 }, short(a.sha256, 12)),
+        h("td", { class: "nowrap" }, when(a.createdAt))))));
+  }
+
+  function loopPage(loopId) {
+    document.title = `${loopId} · little-workflow`;
+    const body = h("div");
+    main.replaceChildren(
+      h("nav", { class: "crumbs" }, h("a", { href: "/" }, "Runs"), h("span", { class: "sep" }, "/"), "Outer loops",
+        h("span", { class: "sep" }, "/"), h("span", { class: "mono" }, loopId)),
+      h("div", { class: "title-row" }, h("h1", { class: "mono" }, loopId)),
+      body);
+    async function refresh() {
+      try {
+        const loop = await api(`/api/loops/${encodeURIComponent(loopId)}`);
+        body.replaceChildren(section("Cycles", cyclesView(loop, null)));
+      } catch (error) {
+        body.replaceChildren(h("div", { class: "callout error" }, String(error.message)));
+      }
+    }
+    refresh();
+    setInterval(() => { if (!document.hidden) refresh(); }, 2000);
+  }
+
+  // --- routing -----------------------------------------------------------------------
+
+  const path = location.pathname;
+  const runMatch = path.match(/^\/runs\/([^/]+)$/);
+  const loopMatch = path.match(/^\/loops\/([^/]+)$/);
+  if (runMatch) runPage(decodeURIComponent(runMatch[1]));
+  else if (loopMatch) loopPage(decodeURIComponent(loopMatch[1]));
+  else runsPage();
+})();
