@@ -1,0 +1,146 @@
+"""The review pipeline, run as its README says: offline, killed and resumed, on a real
+provider's wire format (a local server)."""
+
+from __future__ import annotations
+
+import json
+import signal
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from examples.review_pipeline.scripted import answer
+from little_workflow.events import HarnessModelResponded, RunCompleted, StepCompleted
+from little_workflow.testing.fake_models import FakeModelServer
+from tests.examples.support import REPO, Example, committed, kill_when, normalized
+
+SETUP = "examples.review_pipeline.setup:setup"
+WORKFLOW = "examples/review_pipeline/workflow.yaml"
+DOCUMENTS = "examples/review_pipeline/documents"
+
+# Two rounds: three reviewers (two calls each), the editor, the writer; then three
+# reviewers and the editor again.
+MODEL_CALLS = 15
+
+
+def _run_args(example: Example, run_id: str) -> list[str]:
+    given = {"documents": DOCUMENTS, "workspace": str(example.root / "work")}
+    return ["--setup", SETUP, "run", WORKFLOW, "--input", json.dumps(given), "--run-id", run_id]
+
+
+@pytest.fixture(scope="module")
+def uncrashed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, Counter[str]]:
+    """The output and calls of a run that nobody interrupts."""
+    example = Example(tmp_path_factory.mktemp("uncrashed"))
+    done = example.run(*_run_args(example, "review_1"))
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout), normalized(example.calls())
+
+
+def test_the_run_revises_flagged_documents_then_approves(
+    uncrashed: tuple[Any, Counter[str]], tmp_path: Path
+) -> None:
+    output, calls = uncrashed
+    assert output["editor"] == {"note": "All 3 documents pass review."}
+    assert [review["verdict"] for review in output["reviews"]] == ["approve"] * 3
+    texts = {document["id"]: document["text"] for document in output["documents"]}
+    assert "you run the demo" in texts["quickstart"]
+    assert "simply" not in texts["quickstart"]
+    assert "obviously" not in texts["outer-loops"]
+    # The originals are left as they were.
+    assert "simply" in (REPO / DOCUMENTS / "quickstart.md").read_text(encoding="utf-8")
+    kinds = Counter(line.split(" ", 1)[0] for line in calls.elements())
+    assert kinds == {"model": MODEL_CALLS, "tool": 6, "step": 3}
+
+
+def test_show_draws_both_rounds(tmp_path: Path) -> None:
+    example = Example(tmp_path)
+    assert example.run(*_run_args(example, "review_show")).returncode == 0
+    shown = example.run("show", "review_show")
+    assert shown.returncode == 0, shown.stderr
+    assert "visit[0]  decision  completed -> revise" in shown.stdout
+    assert "visit[1]  decision  completed -> approve" in shown.stdout
+    assert "[quickstart]" in shown.stdout
+
+
+def _model_responses(example: Example, run_id: str, at_least: int) -> bool:
+    found = sum(isinstance(r.event, HarnessModelResponded) for r in example.events(run_id))
+    return found >= at_least
+
+
+def _step_committed(example: Example, run_id: str, path: str) -> bool:
+    return any(
+        isinstance(r.event, StepCompleted) and r.event.step_path == path
+        for r in example.events(run_id)
+    )
+
+
+@pytest.mark.parametrize("kill_at", ["mid-review", "second-round"])
+def test_sigkill_then_resume_pays_for_nothing_twice(
+    uncrashed: tuple[Any, Counter[str]], tmp_path: Path, kill_at: str
+) -> None:
+    expected_output, expected_calls = uncrashed
+    example = Example(tmp_path)
+    run_id = "review_killed"
+    # Slow enough that the kill lands between calls, with some in flight.
+    process = example.start(*_run_args(example, run_id), env=example.env(EXAMPLE_DELAY="0.15"))
+    if kill_at == "mid-review":
+        kill_when(process, lambda: _model_responses(example, run_id, 4))
+    else:
+        kill_when(process, lambda: _step_committed(example, run_id, "save.visit[0]"))
+
+    at_kill = example.events(run_id)
+    assert not any(isinstance(r.event, RunCompleted) for r in at_kill)
+    before = normalized(example.calls())
+    paid = committed(at_kill)
+    assert paid, "nothing was committed before the kill"
+    assert not paid - before, "the log holds calls the call log never saw"
+
+    if kill_at == "mid-review":
+        # A reviewer's session was under way: another model in the slot is refused
+        # before anything runs (the real provider here is never reached).
+        drifted = example.run(
+            "--setup",
+            SETUP,
+            "resume",
+            run_id,
+            env=example.env(EXAMPLE_PROVIDER="openai", OPENAI_BASE_URL="http://127.0.0.1:9/v1"),
+        )
+        assert drifted.returncode == 3, drifted.stderr
+        assert "CapabilityDriftError" in drifted.stderr
+        assert '"scripted" → "gpt-4o-mini"' in drifted.stderr
+
+    resumed = example.run("--setup", SETUP, "resume", run_id)
+    assert resumed.returncode == 0, resumed.stderr
+    assert json.loads(resumed.stdout) == expected_output
+    after = normalized(example.calls()) - before
+    # Exactly what the uncrashed run made and the log had not committed: the calls in
+    # flight at the kill again, nothing committed twice.
+    assert after == expected_calls - paid
+    assert process.returncode == -signal.SIGKILL
+
+
+def test_a_real_provider_over_the_openai_wire_format(
+    uncrashed: tuple[Any, Counter[str]], tmp_path: Path
+) -> None:
+    expected_output, _ = uncrashed
+    example = Example(tmp_path)
+    with FakeModelServer(answer, api_key="sk-example-test") as server:
+        env = example.env(
+            EXAMPLE_PROVIDER="openai",
+            EXAMPLE_MODEL="gpt-example",
+            OPENAI_API_KEY="sk-example-test",
+            OPENAI_BASE_URL=server.openai_base_url,
+        )
+        done = example.run(*_run_args(example, "review_openai"), env=env)
+        requests = server.requests
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == expected_output
+    assert len(requests) == MODEL_CALLS
+    assert {(r.path, r.status) for r in requests} == {("/v1/chat/completions", 200)}
+    assert {r.body["model"] for r in requests} == {"gpt-example"}
+    assert {r.headers["authorization"] for r in requests} == {"Bearer sk-example-test"}
+    # The scripted model was not used: no model call went through the call log.
+    assert not [line for line in example.calls() if line.startswith("model ")]
