@@ -272,8 +272,12 @@
       once("head", [run, Math.floor(Date.now() / 60000)], () => slots.head.replaceChildren(...runHead(run)));
       once("failure", run.failure, () => slots.failure.replaceChildren(run.failure ? failureBox(run) : ""));
       once("steps", payload.tree, () => {
-        const done = payload.steps.filter((s) => s.status === "completed").length;
-        slots.stepsCount.textContent = `${done} of ${payload.steps.length} done`;
+        const count = (status) => payload.steps.filter((s) => s.status === status).length;
+        slots.stepsCount.textContent = [
+          `${count("completed")} done`,
+          count("running") ? `${count("running")} running` : "",
+          count("failed") ? `${count("failed")} failed` : "",
+        ].filter(Boolean).join(" · ");
         slots.steps.replaceChildren(...stepTree(payload.tree, page));
         if (!payload.tree.length) slots.steps.replaceChildren(message("No step has started yet."));
       });

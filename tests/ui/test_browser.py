@@ -1,0 +1,211 @@
+"""The UI in a real headless Chromium, against the real server, following a live run.
+
+Skipped when Playwright or Chromium is missing, unless LITTLE_WORKFLOW_REQUIRE_BROWSER=1
+(set by .ci/run), which makes that a failure. LITTLE_WORKFLOW_UI_SCREENSHOTS=DIR saves
+screenshots of the pages there, to look at.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.runtime.support import REPO, cli, cli_popen, wait_for_file
+from tests.ui.flows import HOSTILE, LIVE, SHORTLIST
+
+REQUIRE = os.environ.get("LITTLE_WORKFLOW_REQUIRE_BROWSER") == "1"
+SCREENSHOTS = os.environ.get("LITTLE_WORKFLOW_UI_SCREENSHOTS")
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+#: Milliseconds Playwright waits for something to appear before the test fails.
+WAIT = 20_000
+
+
+def _chromium() -> str:
+    problem = None
+    executable = shutil.which("chromium") or "/usr/bin/chromium"
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError as exc:
+        problem = f"playwright is not installed ({exc})"
+    if problem is None and not Path(executable).exists():
+        problem = "no chromium executable (apt-get install chromium)"
+    if problem is not None:
+        if REQUIRE:
+            pytest.fail(f"{problem} (LITTLE_WORKFLOW_REQUIRE_BROWSER=1)")
+        pytest.skip(problem)
+    return executable
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[tuple[Path, str]]:
+    """``little-workflow ui --port 0`` on a fresh data directory: (data dir, base URL)."""
+    data = tmp_path / "data"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "little_workflow", "--data-dir", str(data), "ui", "--port", "0"],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline()
+        found = re.fullmatch(r"little-workflow ui: (http://127\.0\.0\.1:\d+)/\n", line)
+        assert found, f"{line!r} {process.stderr.read() if process.poll() is not None else ''}"
+        yield data, found.group(1)
+    finally:
+        process.terminate()
+        process.communicate(timeout=30)
+    assert process.returncode in (0, -15), process.returncode
+
+
+@pytest.fixture
+def browser() -> Iterator[Any]:
+    executable = _chromium()
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
+        try:
+            yield chromium
+        finally:
+            chromium.close()
+
+
+def _page(browser: Any) -> tuple[Any, list[str]]:
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    page.set_default_timeout(WAIT)
+    problems: list[str] = []
+    page.on("pageerror", lambda error: problems.append(f"page error: {error}"))
+    page.on(
+        "console",
+        lambda message: (
+            problems.append(f"console {message.type}: {message.text}")
+            if message.type in ("error", "warning")
+            else None
+        ),
+    )
+    return page, problems
+
+
+def _shoot(page: Any, name: str) -> None:
+    if SCREENSHOTS:
+        Path(SCREENSHOTS).mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(Path(SCREENSHOTS) / f"ui-{name}.png"), full_page=True)
+
+
+def _step(page: Any, path: str, status: str) -> Any:
+    return page.locator(f'#steps .tree-row[data-path="{path}"][data-status="{status}"]')
+
+
+def test_a_run_page_follows_the_run_live(
+    server: tuple[Path, str], browser: Any, tmp_path: Path
+) -> None:
+    data, base = server
+    entered, release = tmp_path / "entered", tmp_path / "release"
+    run = cli_popen(
+        data,
+        "run",
+        str(LIVE),
+        "--run-id",
+        "run_live",
+        env={"LW_TEST_ENTERED": str(entered), "LW_TEST_RELEASE": str(release)},
+    )
+    try:
+        wait_for_file(entered, run)
+        page, problems = _page(browser)
+        page.goto(f"{base}/runs/run_live")
+        # What the log holds so far: the first step done, the held one running.
+        _step(page, "prepare", "completed").wait_for()
+        _step(page, "hold", "running").wait_for()
+        page.locator('#events li[data-type="StepAttemptStarted"]').nth(1).wait_for()
+        assert page.locator("#run-status .badge").inner_text().lower() == "running"
+        assert page.locator("#live").inner_text() == "Live"
+        assert _step(page, "finish", "running").count() == 0
+        assert page.locator('#events li[data-type="RunCompleted"]').count() == 0
+
+        # Run data is shown as text: the markup in prepare's output runs nothing.
+        _step(page, "prepare", "completed").click()
+        shown = page.locator('#steps details[data-key="step:prepare"] pre.json')
+        assert HOSTILE in json.loads(shown.inner_text())["note"]
+        assert page.evaluate("window.__xss") is None
+        assert page.locator("main script, main img").count() == 0
+        _shoot(page, "live-running")
+
+        page.evaluate("window.__samePage = true")  # gone if the page reloads
+        release.write_text("go")
+        _, err = run.communicate(timeout=60)
+        assert run.returncode == 0, err
+
+        # New steps and events arrive on the open page.
+        _step(page, "finish", "completed").wait_for()
+        _step(page, "hold", "completed").wait_for()
+        page.locator('#events li[data-type="RunCompleted"]').wait_for()
+        page.locator("#run-status .badge.status-completed").wait_for()
+        page.locator("#live.live-off").wait_for()
+        assert page.evaluate("window.__samePage") is True
+        total = int(cli(data, "events", "run_live", "--json").stdout.count("\n"))
+        assert page.locator("#events li").count() == total
+        assert page.evaluate("window.__xss") is None
+        _shoot(page, "live-finished")
+        assert problems == []
+    finally:
+        if run.poll() is None:
+            release.write_text("go")
+            run.communicate(timeout=60)
+
+
+def test_runs_list_and_model_calls_in_the_browser(server: tuple[Path, str], browser: Any) -> None:
+    data, base = server
+    done = cli(
+        data,
+        "--setup",
+        "tests.runtime.agent_flows:setup",
+        "run",
+        str(SHORTLIST),
+        "--input",
+        json.dumps({"query": "staff"}),
+        "--run-id",
+        "run_short",
+    )
+    assert done.returncode == 0, done.stderr
+    page, problems = _page(browser)
+    page.goto(f"{base}/")
+    row = page.locator('tr[data-run-id="run_short"]')
+    row.wait_for()
+    cells = [cell.strip() for cell in row.locator("td").all_inner_texts()]
+    assert [cell.lower() for cell in cells[:4]] == ["run_short", "shortlist", "completed", "8"]
+    assert int(cells[4]) > 0
+    _shoot(page, "runs")
+
+    row.locator("a").click()
+    page.wait_for_url(f"{base}/runs/run_short")
+    _step(page, "review-candidates[cand_2].worker", "completed").wait_for()
+    session = page.locator('#calls .session[data-session="review-candidates[cand_1].worker"]')
+    session.locator("details.call").first.locator("summary").click()
+    messages = session.locator("details.call").first.locator(".msg")
+    assert messages.nth(1).inner_text().split("\n") == ["USER", "Score Ada"]
+    tool = session.locator("details.call").nth(1)
+    tool.locator("summary").click()
+    assert json.loads(tool.locator("pre.json").nth(1).inner_text()) == {"name": "Ada", "years": 7}
+    _step(page, "review-candidates", "completed").click()
+    _shoot(page, "run")
+    assert problems == []
