@@ -185,10 +185,12 @@ def cli(
 def main() -> None:
     """Run the command line."""
     from little_workflow.cli import _answer, _demo, _inspect, _loops, _runs
+    from little_workflow.cli._ui import register as register_ui
 
     _runs.register(cli)
     _inspect.register(cli)
     _loops.register(cli)
     _answer.register(cli)
     _demo.register(cli)
+    register_ui(cli)
     cli()
