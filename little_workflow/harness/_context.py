@@ -14,11 +14,15 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from little_workflow.codec import JsonValue
 from little_workflow.harness.models import Message
 from little_workflow.ids import new_id
+
+if TYPE_CHECKING:
+    from little_workflow.artifacts import StepArtifacts
+    from little_workflow.memory import MemoryStore
 
 __all__ = [
     "STANDARD_LAYERS",
@@ -311,6 +315,11 @@ class Context:
     #: Called with the items each append added (after the layers saw them); never
     #: persisted. An agent running in a child process streams its log to the host so.
     item_listeners: list[Callable[[Sequence[Item]], Awaitable[None]]] = field(default_factory=list)
+    #: The artifacts and memory the execution's tools reach through ``ctx.artifacts`` and
+    #: ``ctx.memory`` (a workflow run sets them; a spawned agent uses its parent's); never
+    #: persisted.
+    artifacts: StepArtifacts | None = None
+    memory: MemoryStore | None = None
 
     def layer(self, layer_id: str) -> ContextLayer | None:
         """The layer with this id, if the context has one."""

@@ -21,7 +21,12 @@ from typing import TYPE_CHECKING, Any
 
 from little_workflow.codec import JsonValue, check_json_value
 from little_workflow.durable._recorder import RecordedFailure, Recorder, Unit, run_unit
-from little_workflow.errors import LittleWorkflowError, ToolArgumentsError, ToolCallError
+from little_workflow.errors import (
+    ConfigError,
+    LittleWorkflowError,
+    ToolArgumentsError,
+    ToolCallError,
+)
 from little_workflow.harness._context import Context, Item, default_layers, run_append_pipeline
 from little_workflow.harness._graph import (
     AskUser,
@@ -41,7 +46,9 @@ from little_workflow.harness.models import Message, ModelRequest, ModelResponse
 from little_workflow.platform import InProcessAdapter, SpawnSpec, reference_of
 
 if TYPE_CHECKING:
+    from little_workflow.artifacts import StepArtifacts
     from little_workflow.harness._harness import AgentHarness
+    from little_workflow.memory import MemoryStore
 
 __all__ = ["COMPOSITE_KINDS", "GraphRun", "ToolCallError", "ToolContext", "input_message"]
 
@@ -65,6 +72,26 @@ class ToolContext:
     def idempotency_key(self) -> str:
         """``<execution id>/<path>``: the same if the call is re-issued after a crash."""
         return f"{self.execution_id}/{self.path}"
+
+    @property
+    def artifacts(self) -> StepArtifacts:
+        """The run's artifacts, seen from this call (``<session>/<path>``)."""
+        context: Context | None = self.context
+        while context is not None and context.artifacts is None:
+            context = context.parent
+        if context is None or context.artifacts is None:
+            raise ConfigError("this agent has no artifact store: run it inside a workflow run")
+        return context.artifacts.at(self.path)
+
+    @property
+    def memory(self) -> MemoryStore:
+        """The memory store of the run this agent works in."""
+        context: Context | None = self.context
+        while context is not None and context.memory is None:
+            context = context.parent
+        if context is None or context.memory is None:
+            raise ConfigError("this agent has no memory store: run it inside a workflow run")
+        return context.memory
 
 
 def input_message(value: JsonValue) -> Message:

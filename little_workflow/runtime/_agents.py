@@ -22,6 +22,7 @@ import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from little_workflow.artifacts import StepArtifacts
 from little_workflow.codec import JsonValue
 from little_workflow.errors import ConfigError, InvalidValueError, StorageError, ToolArgumentsError
 from little_workflow.events import HarnessSessionCompleted, HarnessSessionStarted
@@ -121,6 +122,8 @@ async def run_session(
         instructions=instructions,
         cwd=str(scratch_dir(execution, session_id)),
     )
+    ctx.artifacts = StepArtifacts(runtime.artifacts, execution.run_id, session_id)
+    ctx.memory = runtime.memory.bound(execution.run_id, session_id)
     recorder = SessionRecorder(execution.writer, execution.state, session_id)
     return await harness.execute(ctx, prompt, recorder=recorder)
 

@@ -441,6 +441,8 @@ class RunExecution:
             step_id=step.id,
             attempt=attempt,
             visit=site.visit,
+            artifact_store=self.runtime.artifacts,
+            memory_store=self.runtime.memory,
         )
 
     async def _call(

@@ -18,11 +18,13 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from little_workflow.artifacts import ArtifactStore, StepArtifacts
 from little_workflow.codec import JsonValue
 from little_workflow.errors import ConfigError
+from little_workflow.memory import MemoryStore
 from little_workflow.references import import_reference
 
 __all__ = ["FunctionRegistry", "StepContext", "accepts_ctx", "invoke"]
@@ -39,6 +41,23 @@ class StepContext:
     #: 1 for the first attempt, 2 for the first retry, ...
     attempt: int
     visit: int | None
+    #: The runtime's stores, behind ``artifacts`` and ``memory`` (``None`` outside a run).
+    artifact_store: ArtifactStore | None = field(default=None, repr=False, compare=False)
+    memory_store: MemoryStore | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def artifacts(self) -> StepArtifacts:
+        """The run's artifacts, seen from this step: ``ctx.artifacts.put("report.md", data)``."""
+        if self.artifact_store is None:
+            raise ConfigError("this StepContext has no artifact store: it is not inside a run")
+        return StepArtifacts(self.artifact_store, self.run_id, self.step_path)
+
+    @property
+    def memory(self) -> MemoryStore:
+        """The runtime's memory store; what this step puts records this run and step."""
+        if self.memory_store is None:
+            raise ConfigError("this StepContext has no memory store: it is not inside a run")
+        return self.memory_store.bound(self.run_id, self.step_path)
 
     @property
     def idempotency_key(self) -> str:

@@ -20,6 +20,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, cast
 
+from little_workflow.artifacts import ArtifactStore
 from little_workflow.codec import JsonValue, dumps, sha256_digest
 from little_workflow.durable import FileLock
 from little_workflow.errors import ConfigError, RunFailedError, StorageError
@@ -43,6 +44,7 @@ from little_workflow.lwir import (
     load_workflow,
     parse_workflow,
 )
+from little_workflow.memory import MemoryStore, open_memory
 from little_workflow.runtime._datadir import DataDir
 from little_workflow.runtime._execution import RunExecution
 from little_workflow.runtime._faults import CrashAfterEvents, FaultPoints
@@ -57,7 +59,14 @@ from little_workflow.runtime._outer import status as outer_loop_status
 from little_workflow.runtime._sessions import session_manifest, step_at, unfinished_sub_runs
 from little_workflow.runtime._state import RunState, fold
 from little_workflow.runtime._workflows import WorkflowCatalog, WorkflowVersion
-from little_workflow.storage import EventLog, ManagedStorage, Store, StoreSpec, open_store
+from little_workflow.storage import (
+    EventLog,
+    FileStorage,
+    ManagedStorage,
+    Store,
+    StoreSpec,
+    open_store,
+)
 
 __all__ = ["ReplayResult", "RunResult", "Runtime"]
 
@@ -146,6 +155,9 @@ class Runtime:
         self.faults = FaultPoints(faults)
         self._store: Store | None = None
         self._catalog: WorkflowCatalog | None = None
+        #: Files the runs produce, with their manifests (``<data_dir>/artifacts/``).
+        self.artifacts = ArtifactStore(self.data_dir.root)
+        self._memory: tuple[MemoryStore, FileStorage | None] | None = None
 
     # --- lifecycle --------------------------------------------------------------------
 
@@ -156,11 +168,17 @@ class Runtime:
             store = await open_store(self._store_url or self.data_dir.store_url)
             self._store = store
             self._catalog = WorkflowCatalog(store.kv, self._registered)
+            self._memory = open_memory(
+                self.data_dir.memory, store.kv if self._store_url is not None else None
+            )
         return self
 
     async def close(self) -> None:
         """Close the store. Idempotent."""
         store, self._store = self._store, None
+        memory, self._memory = self._memory, None
+        if memory is not None and memory[1] is not None:
+            await memory[1].close()
         if store is not None:
             await store.close()
 
@@ -184,6 +202,13 @@ class Runtime:
     def kv(self) -> ManagedStorage:
         """The key-value store (opened by ``open``)."""
         return self._require().kv
+
+    @property
+    def memory(self) -> MemoryStore:
+        """The agents' memory (opened by ``open``; where it lives: ``open_memory``)."""
+        self._require()
+        assert self._memory is not None
+        return self._memory[0]
 
     def _require(self) -> Store:
         if self._store is None:
