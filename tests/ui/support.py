@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import AsyncIterator
+import subprocess
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 
 from little_workflow.ui import create_app
+from tests.runtime.support import cli_popen
 
 
 @contextlib.asynccontextmanager
@@ -26,6 +28,22 @@ async def client(
         ) as http,
     ):
         yield http
+
+
+@contextlib.contextmanager
+def ui_server(data_dir: Path, *args: str) -> Iterator[tuple[subprocess.Popen[str], str]]:
+    """``little-workflow ui --port 0 ARGS`` in another process, and the line it printed.
+
+    The server prints its URL once its socket listens, so it can be used at once; it is
+    stopped with SIGTERM afterwards.
+    """
+    process = cli_popen(data_dir, "ui", "--port", "0", *args)
+    try:
+        assert process.stdout is not None
+        yield process, process.stdout.readline()
+    finally:
+        process.terminate()
+        process.communicate(timeout=30)
 
 
 def sse(text: str) -> list[tuple[str, int | None, Any]]:

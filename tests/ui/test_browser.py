@@ -11,16 +11,15 @@ import json
 import os
 import re
 import shutil
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.runtime.support import REPO, cli, cli_popen, wait_for_file
+from tests.runtime.support import cli, cli_popen, wait_for_file
 from tests.ui.flows import HOSTILE, LIVE, SHORTLIST
+from tests.ui.support import ui_server
 
 REQUIRE = os.environ.get("LITTLE_WORKFLOW_REQUIRE_BROWSER") == "1"
 SCREENSHOTS = os.environ.get("LITTLE_WORKFLOW_UI_SCREENSHOTS")
@@ -58,22 +57,10 @@ def _chromium() -> str:
 def server(tmp_path: Path) -> Iterator[tuple[Path, str]]:
     """``little-workflow ui --port 0`` on a fresh data directory: (data dir, base URL)."""
     data = tmp_path / "data"
-    process = subprocess.Popen(
-        [sys.executable, "-m", "little_workflow", "--data-dir", str(data), "ui", "--port", "0"],
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert process.stdout is not None
-        line = process.stdout.readline()
+    with ui_server(data) as (process, line):
         found = re.fullmatch(r"little-workflow ui: (http://127\.0\.0\.1:\d+)/\n", line)
         assert found, f"{line!r} {process.stderr.read() if process.poll() is not None else ''}"
         yield data, found.group(1)
-    finally:
-        process.terminate()
-        process.communicate(timeout=30)
     assert process.returncode in (0, -15), process.returncode
 
 

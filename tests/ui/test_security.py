@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,7 +13,7 @@ import pytest
 from little_workflow.ui._security import is_loopback
 from little_workflow.ui._server import url_for
 from tests.runtime.support import FLOWS, REPO, runtime
-from tests.ui.support import client
+from tests.ui.support import client, ui_server
 
 STATIC = REPO / "little_workflow" / "ui" / "static"
 TOKEN = "t0ken-for-the-test"
@@ -117,31 +116,8 @@ def test_loopback_addresses() -> None:
 
 @pytest.fixture
 def server_on_all_addresses(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], str]]:
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "little_workflow",
-            "--data-dir",
-            str(tmp_path / "data"),
-            "ui",
-            "--host",
-            "0.0.0.0",
-            "--port",
-            "0",
-        ],
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert process.stdout is not None
-        line = process.stdout.readline()
-        yield process, line
-    finally:
-        process.terminate()
-        process.communicate(timeout=30)
+    with ui_server(tmp_path / "data", "--host", "0.0.0.0") as started:
+        yield started
 
 
 def test_bound_beyond_loopback_the_server_makes_a_token_and_requires_it(
