@@ -184,10 +184,11 @@ def cli(
 
 def main() -> None:
     """Run the command line."""
-    from little_workflow.cli import _answer, _demo, _inspect, _loops, _runs
+    from little_workflow.cli import _answer, _artifacts, _demo, _inspect, _loops, _runs
     from little_workflow.cli._ui import register as register_ui
 
     _runs.register(cli)
+    _artifacts.register(cli)
     _inspect.register(cli)
     _loops.register(cli)
     _answer.register(cli)
