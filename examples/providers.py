@@ -50,6 +50,7 @@ from little_workflow.harness.models import (
 
 __all__ = [
     "Answer",
+    "by_instructions",
     "first_user_message",
     "model_slots",
     "record",
@@ -134,6 +135,23 @@ def request_key(request: ModelRequest) -> str:
     """A digest of the whole request: the same for a call re-issued after a crash."""
     text = json.dumps(request.model_dump(mode="json"), sort_keys=True, ensure_ascii=False)
     return hashlib.sha256(text.encode()).hexdigest()[:20]
+
+
+def by_instructions(roles: Mapping[str, Answer]) -> Answer:
+    """One stand-in model for several roles, told apart by how their instructions begin.
+
+    One function rather than one per slot, so that a single fake server can stand in for
+    every slot at once, as one real provider does.
+    """
+
+    def answer(request: ModelRequest) -> ScriptReply:
+        system = system_prompt(request)
+        for opening, role in roles.items():
+            if system.startswith(opening):
+                return role(request)
+        raise ValueError(f"no scripted answer for the instructions {system[:60]!r}")
+
+    return answer
 
 
 def system_prompt(request: ModelRequest) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 
-from examples.providers import first_user_message, system_prompt, tool_results, turns
+from examples.providers import by_instructions, first_user_message, tool_results, turns
 from little_workflow.harness.models import ModelRequest, ScriptReply
 
 __all__ = ["answer"]
@@ -58,13 +58,7 @@ def _writer(request: ModelRequest) -> ScriptReply:
     return f"Decision: {decision['recommendation']}. {decision['why']} Risk to watch: {risk}."
 
 
-def answer(request: ModelRequest) -> ScriptReply:
-    """The scripted answer of the lead, a researcher or the writer to ``request``."""
-    system = system_prompt(request)
-    if system.startswith("You lead"):
-        return _lead(request)
-    if system.startswith("You research"):
-        return _researcher(request)
-    if system.startswith("You write decision briefs"):
-        return _writer(request)
-    raise ValueError(f"no scripted answer for the instructions {system[:60]!r}")
+#: The scripted answer of the lead, a researcher or the brief writer to a request.
+answer = by_instructions(
+    {"You lead": _lead, "You research": _researcher, "You write decision briefs": _writer}
+)

@@ -12,7 +12,7 @@ import json
 import re
 from typing import Any
 
-from examples.providers import first_user_message, system_prompt
+from examples.providers import by_instructions, first_user_message
 from little_workflow.harness.models import ModelRequest, ScriptReply
 
 __all__ = ["answer"]
@@ -24,11 +24,7 @@ _SENTENCES = {
 }
 
 
-def answer(request: ModelRequest) -> ScriptReply:
-    """The scripted writer's draft for ``request``."""
-    system = system_prompt(request)
-    if not system.startswith("You write release announcements"):
-        raise ValueError(f"no scripted answer for the instructions {system[:60]!r}")
+def _writer(request: ModelRequest) -> ScriptReply:
     brief: dict[str, Any] = json.loads(first_user_message(request))
     feedback = " ".join(str(cycle.get("summary") or "") for cycle in brief["feedback"])
     missing = re.findall(r'missing "([^"]+)"', feedback)
@@ -36,3 +32,7 @@ def answer(request: ModelRequest) -> ScriptReply:
     if "too long" in feedback:
         return f"{brief['product']}: {brief['facts'][0]}. {' '.join(extra)}"
     return f"{brief['product']} is out: {', '.join(brief['facts'])}. {' '.join(extra)}".strip()
+
+
+#: The scripted writer's draft for a request.
+answer = by_instructions({"You write release announcements": _writer})

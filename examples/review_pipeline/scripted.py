@@ -11,7 +11,7 @@ import json
 import re
 from typing import Any
 
-from examples.providers import first_user_message, system_prompt, tool_results, turns
+from examples.providers import by_instructions, first_user_message, tool_results, turns
 from little_workflow.harness.models import ModelRequest, ScriptReply
 
 __all__ = ["answer"]
@@ -54,13 +54,7 @@ def _writer(request: ModelRequest) -> ScriptReply:
     return json.dumps({"documents": revised})
 
 
-def answer(request: ModelRequest) -> ScriptReply:
-    """The scripted answer of the reviewer, the editor or the writer to ``request``."""
-    system = system_prompt(request)
-    if system.startswith("You review"):
-        return _reviewer(request)
-    if system.startswith("You are the editor"):
-        return _editor(request)
-    if system.startswith("You revise"):
-        return _writer(request)
-    raise ValueError(f"no scripted answer for the instructions {system[:60]!r}")
+#: The scripted answer of the reviewer, the editor or the writer to a request.
+answer = by_instructions(
+    {"You review": _reviewer, "You are the editor": _editor, "You revise": _writer}
+)

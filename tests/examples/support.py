@@ -10,6 +10,7 @@ ids from those lines, so the calls of two runs of one workflow compare equal;
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import subprocess
@@ -21,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from examples.providers import request_key
+from examples.providers import Answer, request_key
 from little_workflow.events import (
     HarnessExecuteStepSucceeded,
     HarnessModelCalled,
@@ -35,6 +36,7 @@ from little_workflow.events import (
 from little_workflow.harness.models import ModelRequest
 from little_workflow.runtime import DataDir
 from little_workflow.storage import open_event_log
+from little_workflow.testing.fake_models import FakeModelServer, RecordedRequest
 
 REPO = Path(__file__).resolve().parents[2]
 COMMAND = Path(sys.executable).with_name("little-workflow")
@@ -80,6 +82,12 @@ class Example:
             check=False,
         )
 
+    def output(self, *args: str, env: Mapping[str, str] | None = None) -> Any:
+        """Run ``ARGS``, which must succeed; the JSON it printed."""
+        done = self.run(*args, env=env)
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout)
+
     def start(self, *args: str, env: Mapping[str, str]) -> subprocess.Popen[str]:
         return subprocess.Popen(
             self.command(*args),
@@ -98,6 +106,20 @@ class Example:
 
     def events(self, run_id: str) -> list[RecordedEvent]:
         return asyncio.run(_read(DataDir.at(self.data_dir).store_url, run_id))
+
+
+def run_on_a_real_provider(
+    example: Example, args: list[str], answer: Answer, *, provider: str, api_key: str
+) -> tuple[subprocess.CompletedProcess[str], list[RecordedRequest]]:
+    """``args`` with ``EXAMPLE_PROVIDER=provider`` against a local server of that wire
+    format answering like the scripted models; the command's result and the requests."""
+    with FakeModelServer(answer, api_key=api_key) as server:
+        if provider == "openai":
+            wire = {"OPENAI_API_KEY": api_key, "OPENAI_BASE_URL": server.openai_base_url}
+        else:
+            wire = {"ANTHROPIC_API_KEY": api_key, "ANTHROPIC_BASE_URL": server.url}
+        env = example.env(EXAMPLE_PROVIDER=provider, **wire)
+        return example.run(*args, env=env), server.requests
 
 
 async def _read(store: str, run_id: str) -> list[RecordedEvent]:

@@ -12,8 +12,14 @@ import pytest
 
 from examples.orchestrator.scripted import answer
 from little_workflow.events import RunCompleted
-from little_workflow.testing.fake_models import FakeModelServer
-from tests.examples.support import Example, committed, kill_when, normalized, sub_run_ids
+from tests.examples.support import (
+    Example,
+    committed,
+    kill_when,
+    normalized,
+    run_on_a_real_provider,
+    sub_run_ids,
+)
 
 SETUP = "examples.orchestrator.setup:setup"
 WORKFLOW = "examples/orchestrator/workflow.yaml"
@@ -41,9 +47,7 @@ def _all_runs(example: Example) -> list[dict[str, Any]]:
 def uncrashed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, Counter[str]]:
     """The output and calls of a run that nobody interrupts."""
     example = Example(tmp_path_factory.mktemp("uncrashed"))
-    done = example.run(*_run_args("choice_1"))
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout), normalized(example.calls())
+    return example.output(*_run_args("choice_1")), normalized(example.calls())
 
 
 def test_the_lead_combines_two_research_sub_runs(
@@ -98,17 +102,12 @@ def test_a_real_provider_over_the_anthropic_wire_format(
 ) -> None:
     expected_output, _ = uncrashed
     example = Example(tmp_path)
-    with FakeModelServer(answer, api_key="sk-ant-example") as server:
-        env = example.env(
-            EXAMPLE_PROVIDER="anthropic",
-            ANTHROPIC_API_KEY="sk-ant-example",
-            ANTHROPIC_BASE_URL=server.url,
-        )
-        done = example.run(*_run_args("choice_anthropic"), env=env)
-        requests = server.requests
+    done, requests = run_on_a_real_provider(
+        example, _run_args("choice_anthropic"), answer, provider="anthropic", api_key="sk-ant-x"
+    )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == expected_output
     assert len(requests) == MODEL_CALLS
     assert {(r.path, r.status) for r in requests} == {("/v1/messages", 200)}
     assert {r.body["model"] for r in requests} == {"claude-haiku-4-5"}
-    assert {r.headers["x-api-key"] for r in requests} == {"sk-ant-example"}
+    assert {r.headers["x-api-key"] for r in requests} == {"sk-ant-x"}

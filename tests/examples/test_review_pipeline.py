@@ -13,8 +13,14 @@ import pytest
 
 from examples.review_pipeline.scripted import answer
 from little_workflow.events import HarnessModelResponded, RunCompleted, StepCompleted
-from little_workflow.testing.fake_models import FakeModelServer
-from tests.examples.support import REPO, Example, committed, kill_when, normalized
+from tests.examples.support import (
+    REPO,
+    Example,
+    committed,
+    kill_when,
+    normalized,
+    run_on_a_real_provider,
+)
 
 SETUP = "examples.review_pipeline.setup:setup"
 WORKFLOW = "examples/review_pipeline/workflow.yaml"
@@ -34,9 +40,7 @@ def _run_args(example: Example, run_id: str) -> list[str]:
 def uncrashed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, Counter[str]]:
     """The output and calls of a run that nobody interrupts."""
     example = Example(tmp_path_factory.mktemp("uncrashed"))
-    done = example.run(*_run_args(example, "review_1"))
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout), normalized(example.calls())
+    return example.output(*_run_args(example, "review_1")), normalized(example.calls())
 
 
 def test_the_run_revises_flagged_documents_then_approves(
@@ -127,20 +131,18 @@ def test_a_real_provider_over_the_openai_wire_format(
 ) -> None:
     expected_output, _ = uncrashed
     example = Example(tmp_path)
-    with FakeModelServer(answer, api_key="sk-example-test") as server:
-        env = example.env(
-            EXAMPLE_PROVIDER="openai",
-            EXAMPLE_MODEL="gpt-example",
-            OPENAI_API_KEY="sk-example-test",
-            OPENAI_BASE_URL=server.openai_base_url,
-        )
-        done = example.run(*_run_args(example, "review_openai"), env=env)
-        requests = server.requests
+    done, requests = run_on_a_real_provider(
+        example,
+        _run_args(example, "review_openai"),
+        answer,
+        provider="openai",
+        api_key="sk-example-test",
+    )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == expected_output
     assert len(requests) == MODEL_CALLS
     assert {(r.path, r.status) for r in requests} == {("/v1/chat/completions", 200)}
-    assert {r.body["model"] for r in requests} == {"gpt-example"}
+    assert {r.body["model"] for r in requests} == {"gpt-4o-mini"}
     assert {r.headers["authorization"] for r in requests} == {"Bearer sk-example-test"}
     # The scripted model was not used: no model call went through the call log.
     assert not [line for line in example.calls() if line.startswith("model ")]
