@@ -21,6 +21,7 @@ from little_workflow.errors import (
     SchemaVersionError,
 )
 from little_workflow.ids import is_valid_id, new_id
+from little_workflow.storage import validate_prefix
 
 __all__ = [
     "FORMAT_VERSION",
@@ -38,7 +39,6 @@ FORMAT_VERSION = 1
 MAX_NAME_BYTES = 255
 #: As long as a storage key: a step path inside a map inside a session stays well below.
 MAX_STEP_PATH_LENGTH = 1024
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 # type "/" subtype, then parameters: RFC 6838's restricted names, loosely.
 _MEDIA_TYPE = re.compile(r"[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]*/[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]*(;.*)?")
 _OCTET_STREAM = "application/octet-stream"
@@ -50,18 +50,12 @@ def _shown(value: str) -> str:
 
 
 def _check_text(value: object, what: str) -> str:
-    if not isinstance(value, str):
-        raise InvalidValueError(f"{what} must be a string, not {type(value).__name__}")
-    match = _CONTROL.search(value)
-    if match is not None:
-        raise InvalidValueError(
-            f"{what} {_shown(value)} contains the control character {match.group()!r}"
-        )
+    """``value`` if it is text a storage key could hold (the same rules: no control
+    character, valid Unicode, at most 1,024 characters), else ``InvalidValueError``."""
     try:
-        value.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise InvalidValueError(f"{what} {_shown(value)} is not valid Unicode") from exc
-    return value
+        return validate_prefix(value)
+    except InvalidKeyError as exc:
+        raise InvalidValueError(f"{what} is not acceptable: {exc.message}") from exc
 
 
 def validate_artifact_name(name: object) -> str:

@@ -76,22 +76,24 @@ class ToolContext:
     @property
     def artifacts(self) -> StepArtifacts:
         """The run's artifacts, seen from this call (``<session>/<path>``)."""
-        context: Context | None = self.context
-        while context is not None and context.artifacts is None:
-            context = context.parent
-        if context is None or context.artifacts is None:
-            raise ConfigError("this agent has no artifact store: run it inside a workflow run")
-        return context.artifacts.at(self.path)
+        artifacts: StepArtifacts = _inherited(self.context, "artifacts")
+        return artifacts.at(self.path)
 
     @property
     def memory(self) -> MemoryStore:
         """The memory store of the run this agent works in."""
-        context: Context | None = self.context
-        while context is not None and context.memory is None:
-            context = context.parent
-        if context is None or context.memory is None:
-            raise ConfigError("this agent has no memory store: run it inside a workflow run")
-        return context.memory
+        memory: MemoryStore = _inherited(self.context, "memory")
+        return memory
+
+
+def _inherited(context: Context | None, store: str) -> Any:
+    """``context``'s ``store`` (``artifacts``, ``memory``), else its nearest ancestor's."""
+    while context is not None:
+        found = getattr(context, store)
+        if found is not None:
+            return found
+        context = context.parent
+    raise ConfigError(f"this agent has no {store} store: run it inside a workflow run")
 
 
 def input_message(value: JsonValue) -> Message:
