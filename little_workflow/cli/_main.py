@@ -9,7 +9,9 @@ Exit codes (stable, for scripts):
 3     invalid input or configuration (a bad workflow file, id, input, store URL; a
       resume refused with ``CapabilityDriftError``)
 4     storage error (unreadable, corrupt or unavailable store)
-5     busy: another process holds the run's lock past ``--lock-timeout``
+5     busy: another process holds the run's lock past ``--lock-timeout``, or a
+      ``cancel`` was not acted on within ``--wait``
+6     the run was cancelled (by ``cancel``, now or before)
 70    internal error (a bug: please report it with ``--debug`` output)
 ====  =========================================================================
 
@@ -49,7 +51,13 @@ EXIT_RUN_FAILED = 1
 EXIT_INVALID = 3
 EXIT_STORAGE = 4
 EXIT_BUSY = 5
+EXIT_CANCELLED = 6
 EXIT_INTERNAL = 70
+#: Library errors with an exit code of their own; any other is invalid input (3).
+_EXIT_CODES: tuple[tuple[type[LittleWorkflowError], int], ...] = (
+    (LockTimeoutError, EXIT_BUSY),
+    (StorageError, EXIT_STORAGE),
+)
 
 
 @dataclass(slots=True)
@@ -73,18 +81,17 @@ def _fail(message: str, code: int) -> NoReturn:
 def describe_error(exc: BaseException) -> tuple[str, int]:
     """The one line a user sees for ``exc``, and the exit code (see the module docstring)."""
     if isinstance(exc, RunFailedError):
+        if exc.cause_code == "cancelled":
+            return f"error: {exc.message}", EXIT_CANCELLED
         cause = exc.cause_code if exc.reason is None else f"{exc.cause_code}: {exc.reason}"
         return f"error: run failed ({cause}): {exc.message}", EXIT_RUN_FAILED
     if isinstance(exc, CapabilityDriftError):
         # The seed's own form: the error's name, then its message, which already says
         # what changed and the two ways out.
         return f"CapabilityDriftError: {exc.message}", EXIT_INVALID
-    if isinstance(exc, LockTimeoutError):
-        return f"error: {exc.code}: {exc.message}", EXIT_BUSY
-    if isinstance(exc, StorageError):
-        return f"error: {exc.code}: {exc.message}", EXIT_STORAGE
     if isinstance(exc, LittleWorkflowError):
-        return f"error: {exc.code}: {exc.message}", EXIT_INVALID
+        code = next((code for kind, code in _EXIT_CODES if isinstance(exc, kind)), EXIT_INVALID)
+        return f"error: {exc.code}: {exc.message}", code
     return (
         f"error: internal error: {type(exc).__name__}: {exc} (run with --debug for details)",
         EXIT_INTERNAL,
@@ -184,11 +191,12 @@ def cli(
 
 def main() -> None:
     """Run the command line."""
-    from little_workflow.cli import _answer, _artifacts, _demo, _inspect, _loops, _runs
+    from little_workflow.cli import _answer, _artifacts, _demo, _inspect, _loops, _manage, _runs
     from little_workflow.cli._ui import register as register_ui
 
     _runs.register(cli)
     _artifacts.register(cli)
+    _manage.register(cli)
     _inspect.register(cli)
     _loops.register(cli)
     _answer.register(cli)

@@ -47,6 +47,7 @@ from little_workflow.harness._graph import (
 )
 from little_workflow.harness._harness import (
     AgentHarness,
+    ClearedExecution,
     HarnessEnvironment,
     HarnessStorage,
     RestoreContextOptions,
@@ -54,6 +55,7 @@ from little_workflow.harness._harness import (
     ToolHook,
     Toolset,
     answer_key,
+    clear_execution,
 )
 from little_workflow.harness._manifest import build_manifest, diff_manifests, manifest_hash
 from little_workflow.harness._slots import ModelSlot
@@ -71,6 +73,7 @@ __all__ = [
     "AskUserPrompt",
     "Branch",
     "CallModel",
+    "ClearedExecution",
     "Context",
     "ContextLayer",
     "GraphRun",
@@ -108,6 +111,7 @@ __all__ = [
     "branch",
     "build_manifest",
     "call_model",
+    "clear_execution",
     "default_layers",
     "diff_manifests",
     "final_answer",

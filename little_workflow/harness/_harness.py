@@ -28,11 +28,13 @@ from little_workflow.durable._checkpoints import (
     CwdRecord,
     FrontierEntry,
     ItemLogRecord,
+    snapshot_key,
 )
 from little_workflow.durable._ledger import (
     DEFAULT_STEP_LEDGER_RETENTION,
     StepLedger,
     StepLedgerRetention,
+    entry_keys,
 )
 from little_workflow.durable._recorder import NullRecorder, Recorder
 from little_workflow.errors import AwaitingAnswerError, ConfigError, CorruptDataError
@@ -61,6 +63,7 @@ from little_workflow.platform import (
     SubprocessHandle,
     resolve_reference,
 )
+from little_workflow.storage import StorageAdapter
 
 __all__ = [
     "AgentHarness",
@@ -575,16 +578,8 @@ class AgentHarness:
         for pending in list(self._pending_answers):
             if pending[0] == execution_id:
                 del self._pending_answers[pending]
-        store = self.checkpoint_store
-        if store is None:
-            return
-        await StepLedger.clear_execution(store.storage, execution_id)
-        prefix = answer_prefix(execution_id)
-        for key in await store.storage.list(prefix):
-            suffix = key[len(prefix) :]
-            if len(suffix) == _ANSWER_DIGEST and all(c in "0123456789abcdef" for c in suffix):
-                await store.storage.delete(key)
-        await store.clear(execution_id)
+        if self.checkpoint_store is not None:
+            await clear_execution(self.checkpoint_store.storage, execution_id)
 
     # --- asking the person --------------------------------------------------------------
 
@@ -646,6 +641,47 @@ class AgentHarness:
 
 
 _ANSWER_DIGEST = 24
+
+
+async def clear_execution(storage: StorageAdapter, execution_id: str) -> ClearedExecution:
+    """Discard the recovery data of ``execution_id`` in ``storage`` (``clear_checkpoint``).
+
+    Its snapshot, every ledger entry and every answer, the snapshot last: if this is cut
+    short, the execution still has one, and clearing again finishes the job.
+    """
+    ledger_entries = len(await entry_keys(storage, execution_id))
+    await StepLedger.clear_execution(storage, execution_id)
+    prefix = answer_prefix(execution_id)
+    answers = 0
+    for key in await storage.list(prefix):
+        suffix = key[len(prefix) :]
+        if len(suffix) == _ANSWER_DIGEST and all(c in "0123456789abcdef" for c in suffix):
+            await storage.delete(key)
+            answers += 1
+    key = snapshot_key(execution_id)
+    had_snapshot = await storage.get(key) is not None
+    await storage.delete(key)
+    return ClearedExecution(
+        execution_id=execution_id,
+        snapshot=had_snapshot,
+        ledger_entries=ledger_entries,
+        answers=answers,
+    )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ClearedExecution:
+    """What ``clear_execution`` removed."""
+
+    execution_id: str
+    snapshot: bool
+    ledger_entries: int
+    answers: int
+
+    @property
+    def empty(self) -> bool:
+        """Whether there was nothing to remove."""
+        return not self.snapshot and not self.ledger_entries and not self.answers
 
 
 def answer_prefix(execution_id: str) -> str:

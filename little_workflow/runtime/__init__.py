@@ -17,7 +17,7 @@ from little_workflow.runtime._outer import (
     OuterLoopManifest,
     OuterLoopOutcome,
 )
-from little_workflow.runtime._runtime import ReplayResult, RunResult, Runtime
+from little_workflow.runtime._runtime import CancelOutcome, ReplayResult, RunResult, Runtime
 from little_workflow.runtime._setup import RuntimeSetup, load_setup
 from little_workflow.runtime._state import RunState, StepRecord, apply, fold
 from little_workflow.runtime._workflows import WorkflowVersion
@@ -26,6 +26,7 @@ __all__ = [
     "CRASH_ENV",
     "CRASH_EXIT_CODE",
     "FAULT_ENV",
+    "CancelOutcome",
     "Continue",
     "Cycle",
     "CycleRecord",

@@ -21,6 +21,7 @@ Events per step, and why they are written as they are:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -46,9 +47,11 @@ from little_workflow.events import (
     HarnessToolCallFailed,
     HarnessToolCallStarted,
     HarnessToolCallSucceeded,
+    RunCancelled,
     RunCompleted,
     RunFailed,
     RunStarted,
+    RunStatus,
     StepAttemptFailed,
     StepAttemptStarted,
     StepCompleted,
@@ -78,6 +81,7 @@ from little_workflow.runtime._agents import (
     run_agent_step,
     run_fixer,
 )
+from little_workflow.runtime._cancel import cancel_key, read_request, watch
 from little_workflow.runtime._functions import StepContext, invoke
 from little_workflow.runtime._state import RunState, scope_key
 from little_workflow.runtime._workflows import WorkflowVersion
@@ -171,9 +175,45 @@ class RunExecution:
     # --- the run ----------------------------------------------------------------------
 
     async def execute(self) -> JsonValue:
-        """Walk the run to its end; commit ``RunCompleted`` or ``RunFailed``."""
+        """Walk the run to its end; commit ``RunCompleted``, ``RunFailed`` or ``RunCancelled``.
+
+        The walk runs in its own task, watched for a cancellation request (see
+        ``_cancel``): on one, the walk is cancelled and ``RunCancelled`` committed.
+        """
+        kv = self.runtime.kv
+        walk = asyncio.get_running_loop().create_task(self._execute(), name=f"run {self.run_id}")
         try:
-            return await self._execute()
+            async with watch(kv, self.run_id, walk) as seen:
+                try:
+                    return await asyncio.shield(walk)
+                except asyncio.CancelledError:
+                    if not walk.done():
+                        # This task was cancelled from outside (a parent run's walk, or the
+                        # caller): the walk goes with it.
+                        walk.cancel()
+                        with contextlib.suppress(Exception, asyncio.CancelledError):
+                            await walk
+                    request = seen[0] if seen else await read_request(kv, self.run_id)
+                    if request is None:
+                        raise
+            if self.state.status is RunStatus.COMPLETED:
+                # The cancellation came as the final commit was landing: too late.
+                await kv.delete(cancel_key(self.run_id))
+                return self.state.output
+            if not self.state.finished:
+                await self.append([RunCancelled(reason=request.reason)], sync=True)
+            await kv.delete(cancel_key(self.run_id))
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                # A parent's walk is being cancelled too: it records its own
+                # cancellation, not a failed step.
+                raise asyncio.CancelledError
+            raise RunFailedError(
+                f"run {self.run_id!r} was cancelled"
+                + (f": {request.reason}" if request.reason else ""),
+                cause_code="cancelled",
+                run_id=self.run_id,
+            )
         finally:
             self.writer.discard()
 

@@ -24,7 +24,7 @@ from little_workflow.artifacts import ArtifactStore
 from little_workflow.codec import JsonValue, dumps, sha256_digest
 from little_workflow.durable import FileLock
 from little_workflow.errors import ConfigError, RunFailedError, StorageError
-from little_workflow.events import RunResumed, RunStarted, RunStatus
+from little_workflow.events import RunCancelled, RunResumed, RunStarted, RunStatus
 from little_workflow.harness._harness import Toolset
 from little_workflow.harness._manifest import drift_error, manifest_hash
 from little_workflow.harness._slots import ModelSlot, resolve_slot
@@ -45,6 +45,13 @@ from little_workflow.lwir import (
     parse_workflow,
 )
 from little_workflow.memory import MemoryStore, open_memory
+from little_workflow.runtime._cancel import (
+    POLL_INTERVAL,
+    CancelRequest,
+    cancel_key,
+    read_request,
+    write_request,
+)
 from little_workflow.runtime._datadir import DataDir
 from little_workflow.runtime._execution import RunExecution
 from little_workflow.runtime._faults import CrashAfterEvents, FaultPoints
@@ -83,6 +90,21 @@ class RunResult:
     #: Steps whose recorded result this call reused instead of running them.
     replayed_steps: int
     state: RunState
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CancelOutcome:
+    """What ``Runtime.cancel`` saw: the run's status when it stopped waiting.
+
+    ``status`` is ``CANCELLED`` once recorded; still ``RUNNING`` if the process that
+    executes it did not act within the wait (the request stands: it will, or the next
+    resume records it). ``recorded_by_owner`` says the running process recorded it.
+    """
+
+    run_id: str
+    status: RunStatus
+    recorded_by_owner: bool
+    sub_run_ids: tuple[str, ...]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -421,6 +443,83 @@ class Runtime:
             unreached=tuple(unreached),
         )
 
+    async def cancel(
+        self, run_id: str, *, reason: str | None = None, wait: float = 30.0
+    ) -> CancelOutcome:
+        """Cancel ``run_id`` and its unfinished sub-runs (see ``_cancel``).
+
+        A run no process holds is cancelled here and now. A run another process is
+        executing is cancelled by that process within a fraction of a second; this waits
+        up to ``wait`` seconds to see it recorded. The request is durable either way: if
+        the owner dies first, the next resume records the cancellation instead of running.
+        Cancelling a finished run raises ``ConfigError`` (``run_finished``).
+        """
+        await self.open()
+        validate_id(run_id, what="run id")
+        state = await self._fold(run_id)
+        if state.finished:
+            raise ConfigError(
+                f"run {run_id!r} is already {state.status.value}; there is nothing to cancel",
+                code="run_finished",
+            )
+        request = CancelRequest.new(reason)
+        # Innermost first: a parent whose owner acts on its request at once must find
+        # its children's requests already there, or a child could finish meanwhile.
+        family = await self._unfinished_family(state)
+        for member in reversed(family):
+            await write_request(self.kv, member.run_id, request)
+        recorded_here = False
+        for member in reversed(family):
+            lock = FileLock(
+                self.data_dir.lock_path("run", member.run_id), purpose=f"run {member.run_id!r}"
+            )
+            if not lock.try_acquire():
+                continue
+            try:
+                current = await self._fold(member.run_id)
+                if not current.finished:
+                    await self._record_cancelled(current, request)
+                    recorded_here = True
+            finally:
+                lock.release()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + wait
+        while True:
+            state = await self._fold(run_id)
+            if state.finished or loop.time() >= deadline:
+                break
+            await asyncio.sleep(min(POLL_INTERVAL / 2, max(0.0, deadline - loop.time())))
+        return CancelOutcome(
+            run_id=run_id,
+            status=state.status,
+            recorded_by_owner=state.finished and not recorded_here,
+            sub_run_ids=tuple(member.run_id for member in family[1:]),
+        )
+
+    async def _unfinished_family(self, state: RunState) -> list[RunState]:
+        """``state`` and its unfinished sub-runs, parents before children."""
+        family = [state]
+        position = 0
+        while position < len(family) and len(family) < 10_000:
+            for sub_run_id in unfinished_sub_runs(family[position]):
+                records = await self.events.read(sub_run_id)
+                if records:
+                    sub_state = fold(sub_run_id, records)
+                    if not sub_state.finished:
+                        family.append(sub_state)
+            position += 1
+        return family
+
+    async def _record_cancelled(self, state: RunState, request: CancelRequest) -> None:
+        """Append ``RunCancelled`` to a run this process holds, and drop the request."""
+        await self.events.append(
+            state.run_id,
+            [RunCancelled(reason=request.reason)],
+            sync=True,
+            expected_seq=state.last_seq,
+        )
+        await self.kv.delete(cancel_key(state.run_id))
+
     async def get_state(self, run_id: str) -> RunState:
         """The folded state of ``run_id``."""
         await self.open()
@@ -596,6 +695,14 @@ class Runtime:
                 f"run {state.run_id!r} failed: {state.failure_message}",
                 cause_code=state.failure_cause or "run_failed",
                 run_id=state.run_id,
+            )
+        request = await read_request(self.kv, state.run_id)
+        if request is not None:
+            # Cancelled while no process ran it, or while its owner was dying: record it
+            # now rather than run another step.
+            await self._record_cancelled(state, request)
+            raise RunFailedError(
+                f"run {state.run_id!r} was cancelled", cause_code="cancelled", run_id=state.run_id
             )
         if version is None:
             version = await self.catalog.load(state.workflow_version_id)

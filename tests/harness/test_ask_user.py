@@ -257,3 +257,43 @@ def little_workflow(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[s
         timeout=60,
         check=False,
     )
+
+
+def test_little_workflow_clear_discards_an_execution(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/checkpoints.db"
+
+    async def suspend_and_answer() -> None:
+        from little_workflow.storage import open_storage
+
+        storage = await open_storage(url)
+        try:
+            harness = asking(storage, suspend=True)
+            with pytest.raises(AwaitingAnswerError):
+                await harness.execute(harness.create_context(id="exec_clear"), "go")
+            await harness.answer("exec_clear", "flow.ask", "Ada")
+        finally:
+            await storage.close()
+
+    async def keys() -> list[str]:
+        from little_workflow.storage import open_storage
+
+        storage = await open_storage(url)
+        try:
+            return await storage.list("execution:exec_clear:")
+        finally:
+            await storage.close()
+
+    asyncio.run(suspend_and_answer())
+    before = asyncio.run(keys())
+    assert "execution:exec_clear:snapshot" in before
+    assert any(":answer:" in key for key in before)
+
+    cleared = little_workflow(tmp_path, "clear", "exec_clear", "--yes", "--json", url)
+    assert cleared.returncode == 0, cleared.stderr
+    assert '"snapshot":true' in cleared.stdout
+    assert '"answers":1' in cleared.stdout
+    assert asyncio.run(keys()) == []
+    # Nothing is left to clear, and the command says so.
+    again = little_workflow(tmp_path, "clear", "exec_clear", "--yes", url)
+    assert again.returncode == 3
+    assert "execution_not_found" in again.stderr
