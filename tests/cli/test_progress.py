@@ -45,7 +45,7 @@ async def test_a_resume_shows_only_what_it_runs_anew(tmp_path: Path) -> None:
                   "run_p2", crash=8)  # fmt: skip
     assert crashed.returncode != 0
     before = await completed_paths(data, "run_p2")
-    assert 0 < len(before)
+    assert len(before) > 0
 
     resumed = cli(data, "resume", "run_p2", "--progress")
     assert resumed.returncode == 0, resumed.stderr
