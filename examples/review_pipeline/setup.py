@@ -55,7 +55,9 @@ def collect(documents: str, workspace: str, ctx: StepContext) -> dict[str, Any]:
     ]
     if not found:
         raise FileNotFoundError(f"no .md documents in {documents!r}")
-    return {"workspace": str(folder), "documents": found}
+    # The round goes into each reviewer's prompt: a reviewer knows the set was revised,
+    # and no two reviews in a run are the same request.
+    return {"workspace": str(folder), "round": (ctx.visit or 0) + 1, "documents": found}
 
 
 def save(revised: dict[str, Any], workspace: str, ctx: StepContext) -> list[str]:
