@@ -4,7 +4,6 @@ provider's wire format (a local server)."""
 from __future__ import annotations
 
 import json
-import signal
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -44,7 +43,7 @@ def uncrashed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, Counter[st
 
 
 def test_the_run_revises_flagged_documents_then_approves(
-    uncrashed: tuple[Any, Counter[str]], tmp_path: Path
+    uncrashed: tuple[Any, Counter[str]],
 ) -> None:
     output, calls = uncrashed
     assert output["editor"] == {"note": "All 3 documents pass review."}
@@ -123,7 +122,6 @@ def test_sigkill_then_resume_pays_for_nothing_twice(
     # Exactly what the uncrashed run made and the log had not committed: the calls in
     # flight at the kill again, nothing committed twice.
     assert after == expected_calls - paid
-    assert process.returncode == -signal.SIGKILL
 
 
 def test_a_real_provider_over_the_openai_wire_format(
