@@ -78,6 +78,17 @@ def save(revised: dict[str, Any], workspace: str, ctx: StepContext) -> list[str]
     return written
 
 
+def publish(documents: list[dict[str, Any]], ctx: StepContext) -> list[dict[str, Any]]:
+    """Keep each approved document as an artifact of the run; their names and hashes."""
+    record("step", ctx.idempotency_key)
+    published = []
+    for document in documents:
+        # Re-run after a crash, the same name and bytes land on the same artifact.
+        manifest = ctx.artifacts.put(f"{document['id']}.md", document["text"])
+        published.append({"name": manifest.name, "sha256": manifest.sha256})
+    return published
+
+
 @tool
 def check_style(text: str, ctx: ToolContext) -> dict[str, Any]:
     """Run the style checker on a document.

@@ -15,6 +15,7 @@ import click
 
 from little_workflow.cli._main import Options, execute, print_json
 from little_workflow.cli._runs import _runtime
+from little_workflow.errors import ConfigError
 from little_workflow.events import RecordedEvent, RunStatus
 from little_workflow.views import TERMINAL, RunReader, RunSummary, RunView, event_row, step_tree
 
@@ -115,7 +116,9 @@ def events(
                 # The status first: once it is terminal, the read below has every event.
                 info = await log.get_run(run_id)
                 if info is None:
-                    raise click.ClickException(f"no run {run_id!r} in this store")
+                    raise ConfigError(
+                        f"there is no run {run_id!r} in this store", code="run_not_found"
+                    )
                 for record in await log.read(run_id, after=position):
                     position = record.seq
                     if not types or record.type in types:
@@ -154,7 +157,7 @@ def show(options: Options, *, run_id: str, as_json: bool) -> None:
         async with _runtime(options) as runtime:
             view = await RunReader(runtime.events).view(run_id)
             if view is None:
-                raise click.ClickException(f"no run {run_id!r} in this store")
+                raise ConfigError(f"there is no run {run_id!r} in this store", code="run_not_found")
             return view
 
     view = execute(options, work)

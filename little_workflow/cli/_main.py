@@ -104,6 +104,10 @@ def execute(options: Options, work: Callable[[], Coroutine[Any, Any, T]]) -> T:
         return asyncio.run(work())
     except KeyboardInterrupt:
         _fail("interrupted; the run can be resumed", 130)
+    except (click.ClickException, BrokenPipeError):
+        # Click reports its own (usage errors), and a reader that went away (`| head`)
+        # is not a bug: click exits quietly for it.
+        raise
     except Exception as exc:
         if options.debug:
             traceback.print_exc()

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import shlex
+import subprocess
+import sys
 from pathlib import Path
 
 from tests.runtime.support import cli
@@ -71,8 +74,21 @@ def test_events_prints_the_log_and_filters_it(tmp_path: Path) -> None:
     followed = cli(data, "events", "run_ev", "--follow", "--json", timeout=30)
     assert len(followed.stdout.splitlines()) == len(records)  # a finished run: no waiting
     missing = cli(data, "events", "run_nope")
-    assert missing.returncode != 0
-    assert "no run 'run_nope'" in missing.stderr
+    assert missing.returncode == 3
+    assert missing.stderr == "error: run_not_found: there is no run 'run_nope' in this store\n"
+    # A reader that goes away early is no error of ours.
+    piped = subprocess.run(
+        f"{shlex.quote(sys.executable)} -m little_workflow --data-dir {shlex.quote(str(data))} "
+        "events run_ev --json | head -n 1",
+        shell=True,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert piped.returncode == 0
+    assert json.loads(piped.stdout)["seq"] == 1
+    assert "internal error" not in piped.stderr
 
 
 def test_show_draws_the_step_tree_with_visits_and_branches(tmp_path: Path) -> None:
@@ -96,5 +112,5 @@ def test_show_draws_the_step_tree_with_visits_and_branches(tmp_path: Path) -> No
     for text in ("run_tree", "review-candidates", "worker", "visit[1]", "-> accept"):
         assert text in tree
     missing = cli(data, "show", "run_nope")
-    assert missing.returncode != 0
+    assert missing.returncode == 3
     assert "no run 'run_nope'" in missing.stderr

@@ -55,7 +55,26 @@ def test_the_run_revises_flagged_documents_then_approves(
     # The originals are left as they were.
     assert "simply" in (REPO / DOCUMENTS / "quickstart.md").read_text(encoding="utf-8")
     kinds = Counter(line.split(" ", 1)[0] for line in calls.elements())
-    assert kinds == {"model": MODEL_CALLS, "tool": 6, "step": 3}
+    # collect twice, save once, publish once
+    assert kinds == {"model": MODEL_CALLS, "tool": 6, "step": 4}
+    assert [item["name"] for item in output["published"]] == [
+        f"{document['id']}.md" for document in output["documents"]
+    ]
+
+
+def test_the_approved_set_is_published_as_artifacts(tmp_path: Path) -> None:
+    example = Example(tmp_path)
+    output = example.output(*_run_args(example, "review_art"))
+    listed = example.run("artifacts", "review_art", "--json")
+    assert listed.returncode == 0, listed.stderr
+    artifacts = json.loads(listed.stdout)
+    assert [(a["name"], a["sha256"], a["stepPath"]) for a in artifacts] == [
+        (item["name"], item["sha256"], "publish") for item in output["published"]
+    ]
+    texts = {document["id"]: document["text"] for document in output["documents"]}
+    exported = example.run("export-artifact", artifacts[0]["artifactId"], "-")
+    assert exported.returncode == 0, exported.stderr
+    assert exported.stdout == texts[artifacts[0]["name"].removesuffix(".md")]
 
 
 def test_show_draws_both_rounds(tmp_path: Path) -> None:
