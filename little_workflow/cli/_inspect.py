@@ -170,6 +170,7 @@ def show(options: Options, *, run_id: str, as_json: bool) -> None:
                 "status": summary.status.value if summary.status is not None else None,
                 "stepsDone": summary.steps_done,
                 "steps": [row.to_json() for row in view.steps],
+                "subRuns": [sub.to_json() for sub in view.sub_runs],
             }
         )
         return
@@ -193,13 +194,24 @@ def show(options: Options, *, run_id: str, as_json: bool) -> None:
                 else "..."
             )
             route = f" -> {row.route}" if row.route else ""
+            if row.sub_run_id:
+                route += f"  sub-run {row.sub_run_id}"
             colour = colours.get(row.status, "white")
             label = (
                 f"{label}  [dim]{row.kind}[/]  [{colour}]{row.status}[/]{escape(route)}  "
                 f"attempts {row.attempts}  {took}"
             )
         parents.append(parents[node.depth].add(label))
-    Console().print(tree)
+    console = Console()
+    console.print(tree)
+    # Sub-runs an agent started (an orchestrator's start_workflow) hang off no step path.
+    by_step = {row.sub_run_id for row in view.steps if row.sub_run_id}
+    started = [sub for sub in view.sub_runs if sub.run_id not in by_step]
+    if started:
+        console.print("sub-runs started by agents:")
+        for sub in started:
+            status = sub.status.value if sub.status is not None else "-"
+            console.print(f"  {sub.run_id}  {sub.workflow or '-'}  {status}", markup=False)
 
 
 def register(group: click.Group) -> None:

@@ -66,6 +66,19 @@ def test_the_lead_combines_two_research_sub_runs(
     children = [run for run in _all_runs(example) if run["parentRunId"] == "choice_2"]
     assert sorted(run["workflow"] for run in children) == ["brief", "research", "research"]
     assert {run["status"] for run in children} == {"completed"}
+    # show names every sub-run: the brief on its step, the research ones the lead started.
+    shown = example.run("show", "choice_2")
+    assert shown.returncode == 0, shown.stderr
+    brief = next(run["runId"] for run in children if run["workflow"] == "brief")
+    assert f"sub-run {brief}" in shown.stdout.replace("\n    ", " ")
+    started = shown.stdout.split("sub-runs started by agents:\n", 1)[1].splitlines()
+    assert sorted(line.split()[0] for line in started) == sorted(
+        run["runId"] for run in children if run["workflow"] == "research"
+    )
+    as_json = json.loads(example.run("show", "choice_2", "--json").stdout)
+    assert sorted(sub["runId"] for sub in as_json["subRuns"]) == sorted(
+        run["runId"] for run in children
+    )
 
 
 def test_sigkill_between_sub_runs_then_resume(
