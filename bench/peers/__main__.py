@@ -136,9 +136,14 @@ class ChildFailed(Exception):
     """A measuring child exited wrongly; carries the last line of its stderr."""
 
 
+#: Where the children import ``little_workflow`` from when ``--lw-rev`` is given.
+_LIBRARY: list[str] = []
+
+
 def _child_env() -> dict[str, str]:
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+    paths = [*_LIBRARY, str(REPO), env.get("PYTHONPATH")]
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, paths))
     # The peers' telemetry and update checks would reach the network.
     env.setdefault("DBOS__CLOUD", "false")
     env.setdefault("LANGCHAIN_TRACING_V2", "false")
@@ -149,7 +154,9 @@ def _child_env() -> dict[str, str]:
 def _spawn(job: Job) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "bench.peers._child", job.to_json()],
-        cwd=REPO,
+        # Not the repository: ``-m`` puts the working directory first on sys.path, ahead
+        # of PYTHONPATH, and --lw-rev's library must come first.
+        cwd=job.dir,
         env=_child_env(),
         capture_output=True,
         text=True,
@@ -408,7 +415,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         action="store_true",
         help="a ~1-minute smoke: 1 round, 200 steps, 60-step history",
     )
-    parser.add_argument("--rounds", type=int, help="interleaved rounds (default 5; --quick 1)")
+    parser.add_argument("--rounds", type=int, help="interleaved rounds (default 3; --quick 1)")
     parser.add_argument(
         "--steps", type=int, help="steps per run in workloads 1 and 2 (default 1000; --quick 200)"
     )
@@ -448,16 +455,24 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="also write every measurement of every round to this file",
     )
     parser.add_argument(
+        "--lw-rev",
+        default=None,
+        help="measure little_workflow as of this git revision (exported to the temp dir), "
+        "not the working tree",
+    )
+    parser.add_argument(
         "--here", action="store_true", help="run with this interpreter, not bench/peers/.venv's"
     )
-    return parser.parse_args(argv)  # fmt: skip
+    return parser.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
     """Measure, print the table; 1 if any measurement failed."""
     args = parse_args(argv)
     _reexec(args)
-    rounds = args.rounds or (1 if args.quick else 5)
+    # A plain kill then unwinds like Ctrl-C: the temporary files and schemas go too.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    rounds = args.rounds or (1 if args.quick else 3)
     steps = args.steps or (200 if args.quick else 1000)
     history_steps = args.history_steps or (60 if args.quick else 300)
     only = set(args.only.split(","))
@@ -478,6 +493,8 @@ def main(argv: list[str] | None = None) -> int:
         else:
             variants.append(variant)
     root = Path(tempfile.mkdtemp(prefix="bench-peers-", dir=args.dir))
+    if args.lw_rev is not None:
+        _LIBRARY.append(str(_export(args.lw_rev, root / "lw-src")))
     plan = Plan(
         rounds=rounds,
         steps=steps,
@@ -495,11 +512,23 @@ def main(argv: list[str] | None = None) -> int:
         flush=True,
     )
     try:
+        # Asked of a child's interpreter, so the table says which library it measured.
+        library = subprocess.run(
+            [sys.executable, "-c", "import little_workflow; print(little_workflow.__file__)"],
+            cwd=root,
+            env=_child_env(),
+            capture_output=True,
+            text=True,
+            check=False,
+        ).stdout.strip()
         results = run_rounds(plan, variants, workloads)
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    versions = _versions()
-    print(f"little-workflow vs peers: {rounds} interleaved round(s), medians; {versions}")
+    print(
+        f"little-workflow vs peers: {rounds} interleaved round(s), medians; "
+        f"little_workflow {args.lw_rev or 'working tree'} from {library or '(not importable)'}; "
+        f"{_versions()}"
+    )
     for line in table(plan, variants, results) + targets(results):
         print(line)
     for line in skipped:
@@ -507,6 +536,22 @@ def main(argv: list[str] | None = None) -> int:
     if args.json is not None:
         args.json.write_text(json.dumps({"values": results.values, "failures": results.failures}))
     return 1 if results.failures else 0
+
+
+def _export(revision: str, target: Path) -> Path:
+    """``little_workflow/`` as of ``revision``, unpacked under ``target``.
+
+    The children put ``target`` first on ``PYTHONPATH``, ahead of the editable install:
+    a run measures one fixed library even while the working tree is being edited.
+    """
+    target.mkdir(parents=True)
+    archive = subprocess.run(
+        ["git", "-C", str(REPO), "archive", "--format=tar", revision, "little_workflow"],
+        capture_output=True,
+        check=True,
+    )
+    subprocess.run(["tar", "-x", "-C", str(target)], input=archive.stdout, check=True)
+    return target
 
 
 def _versions() -> str:
