@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -18,12 +17,11 @@ from little_workflow.artifacts import ArtifactManifest, ArtifactStore
 from little_workflow.cli._inspect import _when
 from little_workflow.cli._main import EXIT_INVALID, Options, execute, print_json
 from little_workflow.cli._runs import _runtime
+from little_workflow.cli._tables import print_table
 from little_workflow.memory import MemoryEntry
 
 # A value longer than this is cut in a table; --json prints it whole.
 _PREVIEW = 60
-_PIPE_WIDTH = 4096
-_WHOLE = frozenset({"id", "size", "created", "updated", "run"})
 
 
 def _size(size: int) -> str:
@@ -35,31 +33,6 @@ def _size(size: int) -> str:
             return f"{value:.1f} {unit}"
         value /= 1000
     return f"{value:.1f} GB"
-
-
-def _print_table(columns: Sequence[str], rows: Sequence[Sequence[str]], empty: str) -> None:
-    from rich.console import Console
-    from rich.markup import escape
-    from rich.table import Table
-
-    # A pipe gets whole rows (for grep and cut); a terminal, its own width.
-    console = Console() if sys.stdout.isatty() else Console(width=_PIPE_WIDTH)
-    if not rows:
-        console.print(empty)
-        return
-    table = Table(box=None, header_style="bold")
-    for column in columns:
-        # Ids and times are copied whole; names and paths fold when the terminal is narrow.
-        whole = column in _WHOLE
-        table.add_column(
-            column,
-            justify="right" if column == "size" else "left",
-            no_wrap=whole,
-            overflow="ellipsis" if whole else "fold",
-        )
-    for row in rows:
-        table.add_row(*(escape(cell) for cell in row))
-    console.print(table)
 
 
 @click.command()
@@ -89,7 +62,7 @@ def artifacts(options: Options, *, run_id: str | None, as_json: bool) -> None:
         for manifest in found
     ]
     columns = ("id", "name", "media type", "size", "run", "step", "created")
-    _print_table(columns, rows, "no artifacts")
+    print_table(columns, rows, "no artifacts")
 
 
 @click.command("export-artifact")
@@ -154,7 +127,7 @@ def _namespaces(options: Options, as_json: bool) -> None:
         print_json([{"namespace": name, "keys": count} for name, count in found.items()])
         return
     rows = [(name, str(count)) for name, count in found.items()]
-    _print_table(("namespace", "keys"), rows, "no memory")
+    print_table(("namespace", "keys"), rows, "no memory")
 
 
 def _entries(options: Options, namespace: str, as_json: bool) -> None:
@@ -178,7 +151,7 @@ def _entries(options: Options, namespace: str, as_json: bool) -> None:
         for entry in found
     ]
     columns = ("key", "value", "updated", "run", "step")
-    _print_table(columns, rows, f"nothing remembered in {namespace!r}")
+    print_table(columns, rows, f"nothing remembered in {namespace!r}")
 
 
 def _entry(options: Options, namespace: str, key: str, as_json: bool) -> None:

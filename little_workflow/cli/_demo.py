@@ -199,7 +199,11 @@ def demo(options: Options, kill_after: int, speed: float) -> None:
         speed=speed,
         seconds=resumed_in,
     )
-    console.print(f"\nLook inside: [bold]little-workflow replay {run_id}[/]")
+    console.print(
+        f"\nLook inside: [bold]little-workflow show {run_id}[/] (its steps), "
+        f"[bold]little-workflow events {run_id}[/] (its log), "
+        "[bold]little-workflow ui[/] (in a browser)"
+    )
     if not ok:
         sys.exit(EXIT_RUN_FAILED)
 

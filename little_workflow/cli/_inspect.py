@@ -15,6 +15,7 @@ import click
 
 from little_workflow.cli._main import Options, execute, print_json
 from little_workflow.cli._runs import _runtime
+from little_workflow.cli._tables import print_table
 from little_workflow.errors import ConfigError
 from little_workflow.events import RecordedEvent, RunStatus
 from little_workflow.views import TERMINAL, RunReader, RunSummary, RunView, event_row, step_tree
@@ -64,30 +65,20 @@ def runs(
     if as_json:
         print_json([summary.to_json() for summary in found])
         return
-    from rich.console import Console
-    from rich.markup import escape
-    from rich.table import Table
-
-    table = Table(box=None, header_style="bold")
-    for column in ("run", "workflow", "status", "steps done", "events", "started", "duration"):
-        table.add_column(column, justify="right" if column in ("steps done", "events") else "left")
-    colours = {"completed": "green", "failed": "red", "running": "yellow", "cancelled": "dim"}
-    for summary in found:
-        state = summary.status.value if summary.status is not None else "-"
-        table.add_row(
-            escape(summary.run_id),
-            escape(summary.workflow or "-"),
-            f"[{colours.get(state, 'white')}]{state}[/]",
+    rows = [
+        (
+            summary.run_id,
+            summary.workflow or "-",
+            summary.status.value if summary.status is not None else "-",
             "?" if summary.steps_done is None else str(summary.steps_done),
             str(summary.events),
             _when(summary.created_at),
             _duration(summary.updated_at - summary.created_at),
         )
-    console = Console()
-    if not found:
-        console.print("no runs")
-    else:
-        console.print(table)
+        for summary in found
+    ]
+    columns = ("run", "workflow", "status", "steps done", "events", "started", "duration")
+    print_table(columns, rows, "no runs")
 
 
 @click.command()

@@ -92,10 +92,9 @@ def loop_status(options: Options, *, outer_loop_id: str, as_json: bool) -> None:
     if as_json:
         print_json(manifest.model_dump(mode="json", by_alias=True))
         return
-    from rich.console import Console
-    from rich.table import Table
+    from little_workflow.cli._tables import print_table, stdout_console
 
-    console = Console(highlight=False)
+    console = stdout_console()
     if manifest.result is not None:
         state = f"{manifest.result.kind} after {len(manifest.cycles)} cycle(s)"
     elif manifest.pending_cycle_run_id is not None:
@@ -105,13 +104,11 @@ def loop_status(options: Options, *, outer_loop_id: str, as_json: bool) -> None:
     goal = manifest.goal.description or manifest.goal.workflow_definition_hash[:16]
     console.print(f"[bold]{manifest.outer_loop_id}[/]  {state}  (at most {manifest.max_cycles})")
     console.print(f"goal: {goal}", markup=False)
-    table = Table(box=None, header_style="bold", pad_edge=False)
-    for column in ("cycle", "run", "status", "summary"):
-        table.add_column(column)
-    for cycle in manifest.cycles:
-        table.add_row(str(cycle.cycle_number), cycle.run_id, cycle.status, cycle.summary or "")
-    if manifest.cycles:
-        console.print(table)
+    rows = [
+        (str(cycle.cycle_number), cycle.run_id, cycle.status, cycle.summary or "")
+        for cycle in manifest.cycles
+    ]
+    print_table(("cycle", "run", "status", "summary"), rows, "no cycle yet", console=console)
     if manifest.result is not None:
         console.print("final output:", markup=False)
         print_json(manifest.result.final_output)
