@@ -32,6 +32,7 @@ from little_workflow.errors import CorruptDataError, UnknownEventTypeError
 __all__ = [
     "EVENT_TYPES",
     "Event",
+    "ForkOrigin",
     "HarnessExecuteStepSucceeded",
     "HarnessModelCalled",
     "HarnessModelResponded",
@@ -131,6 +132,17 @@ def _event(cls: _E) -> _E:
 # --- run lifecycle -------------------------------------------------------------------
 
 
+class ForkOrigin(BaseModel):
+    """Where a forked run came from: the source run and the step path it was forked at."""
+
+    model_config = ConfigDict(
+        frozen=True, extra="forbid", alias_generator=to_camel, populate_by_name=True
+    )
+
+    run_id: str
+    at: str
+
+
 @_event
 class RunStarted(Event):
     """A run began: what it runs and with which input. Always a run's first event."""
@@ -146,6 +158,17 @@ class RunStarted(Event):
     parent_step_path: str | None = None
     outer_loop_id: str | None = None
     cycle_number: int | None = None
+    #: Set on a fork (``Runtime.fork``): the events before it were copied from that run.
+    forked_from: ForkOrigin | None = None
+
+    @pydantic.model_serializer(mode="wrap")
+    def _omit_no_fork(self, handler: pydantic.SerializerFunctionWrapHandler) -> Any:
+        # A run that is not a fork is stored exactly as before the field existed, so
+        # a version of the program that does not know it still reads such logs.
+        data = handler(self)
+        if isinstance(data, dict) and data.get("forkedFrom", 0) is None:
+            del data["forkedFrom"]
+        return data
 
     def run_index_update(self) -> RunIndexUpdate:
         """A started run records its workflow and parent in the index."""

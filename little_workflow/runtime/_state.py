@@ -14,6 +14,7 @@ from typing import Literal
 from little_workflow.codec import JsonValue
 from little_workflow.errors import CorruptDataError
 from little_workflow.events import (
+    ForkOrigin,
     HarnessExecuteStepSucceeded,
     HarnessModelCalled,
     HarnessModelResponded,
@@ -126,6 +127,8 @@ class RunState:
     parent_step_path: str | None = None
     outer_loop_id: str | None = None
     cycle_number: int | None = None
+    #: The run and step path this run was forked from (``Runtime.fork``), if it was.
+    forked_from: ForkOrigin | None = None
     status: RunStatus = RunStatus.RUNNING
     output: JsonValue = None
     failure_cause: str | None = None
@@ -218,6 +221,7 @@ def apply(state: RunState, recorded: RecordedEvent) -> RunState:
         state.parent_step_path = event.parent_step_path
         state.outer_loop_id = event.outer_loop_id
         state.cycle_number = event.cycle_number
+        state.forked_from = event.forked_from
         state.started_at = recorded.ts
         return state
     if state.finished and not isinstance(event, RunResumed | OuterLoopCycleCompleted):

@@ -94,3 +94,22 @@ def test_lifecycle_events_drive_the_run_index() -> None:
     assert (update.status, update.workflow, update.parent_run_id) == (RunStatus.RUNNING, "w", "p")
     assert events.RunCompleted().run_index_update().status is RunStatus.COMPLETED  # type: ignore[union-attr]
     assert StepCompleted(step_path="a", step_id="a", kind="x").run_index_update() is None
+
+
+def test_forked_from_is_optional_and_omitted_when_unset() -> None:
+    # A RunStarted stored before forks existed still loads, and one that is not a fork
+    # is stored without the field, so an older reader still loads it too.
+    old = '{"workflowName":"w","definitionHash":"sha256:x","workflowVersionId":"wv_1"}'
+    started = decode_event("RunStarted", old, where="x")
+    assert isinstance(started, RunStarted)
+    assert started.forked_from is None
+    assert "forkedFrom" not in encode_event(started)
+    forked = RunStarted(
+        workflow_name="w",
+        definition_hash="sha256:x",
+        workflow_version_id="wv_1",
+        forked_from=events.ForkOrigin(run_id="run_a", at="m[k].w.visit[1]"),
+    )
+    stored = encode_event(forked)
+    assert '"forkedFrom":{"runId":"run_a","at":"m[k].w.visit[1]"}' in stored
+    assert decode_event("RunStarted", stored, where="x") == forked
