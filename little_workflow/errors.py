@@ -15,6 +15,7 @@ errors (``sqlite3``, ``psycopg``, ``OSError``) are translated at the boundary wi
     │   ├── InvalidIdError                   invalid_id
     │   ├── InvalidKeyError                  invalid_key
     │   ├── InvalidValueError                invalid_value
+    │   │   └── PayloadTooLargeError         payload_too_large (a step's payload over the limit)
     │   ├── InvalidStoreUrlError             invalid_store_url
     │   ├── LwirError                        lwir_error
     │   │   ├── LwirValidationError          lwir_invalid (lists every problem)
@@ -37,6 +38,7 @@ errors (``sqlite3``, ``psycopg``, ``OSError``) are translated at the boundary wi
     │   ├── ConflictError                    conflict
     │   ├── CorruptDataError                 corrupt_data
     │   ├── SchemaVersionError               schema_version
+    │   ├── BlobNotFoundError                blob_not_found
     │   └── UnknownEventTypeError            unknown_event_type
     ├── ModelProviderError                   model_provider_error (status, retryable)
     ├── CapabilityDriftError                 capability_drift (resume refused: config changed)
@@ -68,6 +70,7 @@ __all__ = [
     "ArtifactNotFoundError",
     "AwaitingAnswerError",
     "CapabilityDriftError",
+    "BlobNotFoundError",
     "ConfigError",
     "ConflictError",
     "CorruptDataError",
@@ -95,6 +98,7 @@ __all__ = [
     "ModelProviderError",
     "PlannerError",
     "Problem",
+    "PayloadTooLargeError",
     "RecordedFailure",
     "RunFailedError",
     "SchemaVersionError",
@@ -178,6 +182,24 @@ class InvalidValueError(InvalidInputError):
 
 class InvalidStoreUrlError(InvalidInputError):
     """A store URL names no known backend or is malformed."""
+class PayloadTooLargeError(InvalidValueError):
+    """A payload (a step's output, a tool result, a model request, ...) exceeds the store's
+    limit (``Runtime(max_payload_bytes=...)``, 64 MiB by default).
+
+    Raised at the step that produced it, before anything of it is written: the run stays
+    resumable, and completes once the limit is raised. ``where`` names the step path or
+    call, ``size`` and ``limit`` are bytes of the payload's JSON.
+    """
+
+    code = "payload_too_large"
+
+    def __init__(self, message: str, *, where: str, size: int, limit: int) -> None:
+        super().__init__(message)
+        self.where = where
+        self.size = size
+        self.limit = limit
+
+
 
     code = "invalid_store_url"
 
@@ -395,6 +417,12 @@ class ToolArgumentsError(InvalidInputError):
 
 
 class ModelProviderError(LittleWorkflowError):
+class BlobNotFoundError(StorageError):
+    """A blob an event refers to (or a caller asked for) is not in the blob store."""
+
+    code = "blob_not_found"
+
+
     """A model call failed: the transport, an HTTP status, or an answer that is not valid.
 
     ``status`` is the HTTP status when there was one; ``retryable`` says whether the same
