@@ -1,6 +1,9 @@
-"""Storage: the ``StorageAdapter`` (KV) and ``EventLog`` interfaces and their backends.
+"""Storage: the ``StorageAdapter`` (KV), ``EventLog`` and ``BlobStore`` interfaces and
+their backends.
 
-Backends: in-memory, file (KV only), SQLite (WAL; the embedded default) and PostgreSQL.
+Backends: in-memory, file (KV only), SQLite (WAL; the embedded default) and PostgreSQL;
+blobs in files (beside a SQLite database), in a PostgreSQL table, or in memory.
+``PayloadLog`` keeps large event payloads in the blob store, by reference.
 A store URL picks one (``open_storage``, ``open_event_log``); only JSON crosses the
 boundary, and every backend passes the conformance suites in
 ``little_workflow.testing``.
@@ -8,6 +11,9 @@ boundary, and every backend passes the conformance suites in
 
 from __future__ import annotations
 
+from little_workflow.storage._blobs import BlobInfo, BlobRef, BlobStore, blob_digest
+from little_workflow.storage._blobs_file import FileBlobStore
+from little_workflow.storage._blobs_memory import MemoryBlobStore
 from little_workflow.storage._file import FileStorage, create_file_storage
 from little_workflow.storage._keys import MAX_KEY_LENGTH, validate_key, validate_prefix
 from little_workflow.storage._memory import (
@@ -17,6 +23,14 @@ from little_workflow.storage._memory import (
     create_in_memory_storage,
 )
 from little_workflow.storage._open import Store, open_event_log, open_storage, open_store
+from little_workflow.storage._payloads import (
+    DEFAULT_INLINE_BYTES,
+    DEFAULT_MAX_PAYLOAD_BYTES,
+    PayloadLog,
+    PayloadRef,
+    payload_refs,
+    referenced_digests,
+)
 from little_workflow.storage._protocols import (
     EventLog,
     ManagedStorage,
@@ -28,18 +42,28 @@ from little_workflow.storage._protocols import (
 from little_workflow.storage._url import SQLITE_DEFAULT_FILENAME, StoreSpec, parse_store_url
 
 __all__ = [
+    "DEFAULT_INLINE_BYTES",
+    "DEFAULT_MAX_PAYLOAD_BYTES",
     "MAX_KEY_LENGTH",
     "SQLITE_DEFAULT_FILENAME",
+    "BlobInfo",
+    "BlobRef",
+    "BlobStore",
     "EventLog",
+    "FileBlobStore",
     "FileStorage",
     "ManagedStorage",
+    "MemoryBlobStore",
     "MemoryEventLog",
     "MemoryStorage",
+    "PayloadLog",
+    "PayloadRef",
     "RunInfo",
     "StorageAdapter",
     "Store",
     "StoreSpec",
     "SupportsGetMany",
+    "blob_digest",
     "create_file_storage",
     "create_in_memory_event_log",
     "create_in_memory_storage",
@@ -47,7 +71,9 @@ __all__ = [
     "open_storage",
     "open_store",
     "parse_store_url",
+    "payload_refs",
     "read_many",
+    "referenced_digests",
     "validate_key",
     "validate_prefix",
 ]

@@ -10,6 +10,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from little_workflow.errors import InvalidStoreUrlError
+from little_workflow.storage._blobs import BlobStore
 from little_workflow.storage._protocols import EventLog, ManagedStorage
 from little_workflow.storage._url import StoreSpec, parse_store_url
 
@@ -18,12 +19,17 @@ __all__ = ["Store", "open_event_log", "open_storage", "open_store"]
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Store:
-    """An event log and a KV store on one backend, sharing its connections."""
+    """An event log, a KV store and a blob store on one backend, sharing its connections.
+
+    ``events`` holds events as stored: large payloads are references into ``blobs``
+    (wrap it in ``PayloadLog`` to write and read values).
+    """
 
     spec: StoreSpec
     events: EventLog
     kv: ManagedStorage
     closer: Callable[[], Awaitable[None]]
+    blobs: BlobStore
 
     async def close(self) -> None:
         """Close both (and the shared database)."""
@@ -33,11 +39,13 @@ class Store:
 async def open_store(store: str | StoreSpec) -> Store:
     """Open an event log and a KV store on the backend a store URL names.
 
-    On SQLite and PostgreSQL both share one database (one file, one pool); a ``file:``
-    URL is refused, since it holds no event log.
+    On SQLite and PostgreSQL they share one database (one file, one pool); a SQLite
+    store keeps its blobs in files beside the database (``StoreSpec.blob_dir``), a
+    PostgreSQL one in a table. A ``file:`` URL is refused, since it holds no event log.
     """
     spec = _spec(store)
     if spec.kind == "memory":
+        from little_workflow.storage._blobs_memory import MemoryBlobStore
         from little_workflow.storage._memory import (
             create_in_memory_event_log,
             create_in_memory_storage,
@@ -49,19 +57,23 @@ async def open_store(store: str | StoreSpec) -> Store:
             await events.close()
             await kv.close()
 
-        return Store(spec=spec, events=events, kv=kv, closer=close_memory)
+        return Store(spec=spec, events=events, kv=kv, closer=close_memory, blobs=MemoryBlobStore())
     if spec.kind == "sqlite":
+        from little_workflow.storage._blobs_file import FileBlobStore
         from little_workflow.storage._sqlite import SqliteEventLog, SqliteStorage
         from little_workflow.storage._sqlite_db import SqliteDatabase
 
         sqlite_db = await SqliteDatabase.open(spec)
+        assert spec.blob_dir is not None
         return Store(
             spec=spec,
             events=SqliteEventLog(sqlite_db),
             kv=SqliteStorage(sqlite_db),
             closer=sqlite_db.close,
+            blobs=FileBlobStore(spec.blob_dir),
         )
     if spec.kind == "postgres":
+        from little_workflow.storage._blobs_postgres import PostgresBlobStore
         from little_workflow.storage._postgres import PostgresEventLog, PostgresStorage
         from little_workflow.storage._postgres_db import PostgresDatabase
 
@@ -71,6 +83,7 @@ async def open_store(store: str | StoreSpec) -> Store:
             events=PostgresEventLog(postgres_db),
             kv=PostgresStorage(postgres_db),
             closer=postgres_db.close,
+            blobs=PostgresBlobStore(postgres_db),
         )
     raise InvalidStoreUrlError(
         "a file: store holds key-value data only; use sqlite: or postgresql: for a run store"

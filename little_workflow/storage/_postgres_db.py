@@ -92,6 +92,15 @@ MIGRATIONS: Final[Sequence[LiteralString]] = (
         PRIMARY KEY (run_id, seq)
     );
     """,
+    # 2: the blob store (``_blobs_postgres``): payloads stored once, by SHA-256.
+    """
+    CREATE TABLE blobs (
+        digest text COLLATE "C" PRIMARY KEY,
+        size bigint NOT NULL,
+        data bytea NOT NULL,
+        created_at double precision NOT NULL
+    );
+    """,
 )
 
 DEFAULT_MAX_CONNECTIONS: Final = 8

@@ -45,6 +45,17 @@ class StoreSpec:
     #: Seconds a writer waits for a busy database before it gives up (sqlite only).
     busy_timeout: float = 10.0
 
+    @property
+    def blob_dir(self) -> Path | None:
+        """Where a SQLite store keeps its blobs: ``blobs/`` beside a database with the
+        default name (``.little-workflow/blobs/``), ``<name>.blobs/`` beside any other, so
+        two databases in one directory never share (and collect) each other's blobs."""
+        if self.kind != "sqlite" or self.path is None:
+            return None
+        if self.path.name == SQLITE_DEFAULT_FILENAME:
+            return self.path.parent / "blobs"
+        return self.path.with_name(f"{self.path.name}.blobs")
+
 
 def _local_path(raw: str, url: str) -> Path:
     if not raw:

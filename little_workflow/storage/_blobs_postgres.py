@@ -1,0 +1,88 @@
+"""``PostgresBlobStore``: blobs in the ``blobs`` table of the store's schema.
+
+Beside the event log, in the same database, so every worker of a shared store reads
+the blobs any other wrote. ``put`` is one upsert, committed (so durable) before it
+returns; a repeated put only refreshes ``created_at`` (see ``_blobs``), from the
+server's clock like the event log's timestamps.
+"""
+
+from __future__ import annotations
+
+import builtins
+from typing import Final
+
+from little_workflow.errors import BlobNotFoundError
+from little_workflow.storage._blobs import (
+    BlobInfo,
+    BlobRef,
+    blob_digest,
+    validate_digest,
+    verified,
+)
+from little_workflow.storage._postgres_db import PostgresDatabase
+
+__all__ = ["PostgresBlobStore"]
+
+_NOW: Final = "extract(epoch from statement_timestamp())"
+_PUT: Final = (
+    "INSERT INTO blobs (digest, size, data, created_at) VALUES (%s, %s, %s, " + _NOW + ")"
+    " ON CONFLICT (digest) DO UPDATE SET created_at = EXCLUDED.created_at"
+)
+_GET: Final = "SELECT data FROM blobs WHERE digest = %s"
+_HAS: Final = "SELECT 1 FROM blobs WHERE digest = %s"
+_DELETE: Final = "DELETE FROM blobs WHERE digest = %s"
+_LIST: Final = "SELECT digest, size, created_at FROM blobs ORDER BY digest"
+
+
+class PostgresBlobStore:
+    """A ``BlobStore`` on a ``PostgresDatabase`` (shared with the event log and KV)."""
+
+    def __init__(self, database: PostgresDatabase) -> None:
+        self.database = database
+
+    async def put(self, data: bytes) -> BlobRef:
+        """Store ``data`` under its SHA-256 (refreshing ``created_at`` if present)."""
+        digest = blob_digest(data)
+        doing = f"write blob {digest}"
+        async with self.database.connection(doing) as conn:
+            # The data is sent even when the row exists: asking first would cost a round
+            # trip on every put to save one on the rare repeated one.
+            await conn.execute(_PUT, [digest, len(data), data])
+        return BlobRef(digest=digest, size=len(data))
+
+    async def get(self, digest: str) -> bytes:
+        """The verified bytes of blob ``digest``."""
+        doing = f"read blob {validate_digest(digest)}"
+        async with self.database.connection(doing) as conn:
+            cursor = await conn.execute(_GET, [digest])
+            row = await cursor.fetchone()
+        if row is None:
+            raise BlobNotFoundError(f"blob {digest} is not in {self.database.description}")
+        return verified(digest, bytes(row[0]), where=self.database.description)
+
+    async def has(self, digest: str) -> bool:
+        """Whether blob ``digest`` is stored."""
+        doing = f"look up blob {validate_digest(digest)}"
+        async with self.database.connection(doing) as conn:
+            cursor = await conn.execute(_HAS, [digest])
+            return await cursor.fetchone() is not None
+
+    async def delete(self, digest: str) -> None:
+        """Remove blob ``digest`` if present."""
+        doing = f"delete blob {validate_digest(digest)}"
+        async with self.database.connection(doing) as conn:
+            await conn.execute(_DELETE, [digest])
+
+    async def list(self) -> builtins.list[BlobInfo]:
+        """Every blob, sorted by digest."""
+        doing = "list blobs"
+        async with self.database.connection(doing) as conn:
+            cursor = await conn.execute(_LIST)
+            rows = await cursor.fetchall()
+        return [
+            BlobInfo(digest=str(digest), size=int(size), created_at=float(created_at))
+            for digest, size, created_at in rows
+        ]
+
+    async def close(self) -> None:
+        """Nothing of its own: the database's owner closes it."""

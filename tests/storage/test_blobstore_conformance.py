@@ -1,0 +1,95 @@
+"""Every BlobStore backend through the one conformance suite: memory, files (what a
+SQLite store uses) and PostgreSQL, each opened the way ``open_store`` opens it."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import psycopg
+import pytest
+from psycopg import sql
+
+from little_workflow.storage import (
+    BlobStore,
+    FileBlobStore,
+    MemoryBlobStore,
+    Store,
+    open_store,
+    parse_store_url,
+)
+from little_workflow.testing import BlobStoreConformance
+from little_workflow.testing.blobstore_conformance import BlobDamager, BlobReopener
+
+BACKENDS = ["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+
+
+class TestBlobStoreConformance(BlobStoreConformance):
+    @pytest.fixture(params=BACKENDS)
+    def blob_url(self, request: pytest.FixtureRequest) -> str:
+        if request.param == "memory":
+            return "memory:"
+        url: str = request.getfixturevalue(f"{request.param}_url")
+        return url
+
+    @pytest.fixture
+    async def blob_store(self, blob_url: str) -> AsyncIterator[BlobStore]:
+        store = await open_store(blob_url)
+        yield store.blobs
+        await store.close()
+
+    @pytest.fixture
+    async def reopen_blob_store(self, blob_url: str) -> AsyncIterator[BlobReopener | None]:
+        if blob_url == "memory:":
+            yield None
+            return
+        opened: list[Store] = []
+
+        async def reopen() -> BlobStore:
+            store = await open_store(blob_url)
+            opened.append(store)
+            return store.blobs
+
+        yield reopen
+        for store in opened:
+            await store.close()
+
+    @pytest.fixture
+    def damage_blob(self, blob_store: BlobStore, blob_url: str) -> BlobDamager:
+        async def damage(digest: str, data: bytes) -> None:
+            if isinstance(blob_store, MemoryBlobStore):
+                blob_store.blobs[digest] = (data, blob_store.blobs[digest][1])
+            elif isinstance(blob_store, FileBlobStore):
+                blob_store.path(digest).write_bytes(data)
+            else:
+                spec = parse_store_url(blob_url)
+                assert spec.conninfo is not None
+                async with await psycopg.AsyncConnection.connect(spec.conninfo) as conn:
+                    await conn.execute(
+                        sql.SQL("UPDATE {}.blobs SET data = %s WHERE digest = %s").format(
+                            sql.Identifier(spec.schema)
+                        ),
+                        [data, digest],
+                    )
+
+        return damage
+
+
+def test_a_sqlite_store_keeps_its_blobs_beside_the_database(tmp_path: Path) -> None:
+    default = parse_store_url(f"sqlite:///{tmp_path}/little-workflow.db")
+    other = parse_store_url(f"sqlite:///{tmp_path}/other.db")
+    assert default.blob_dir == tmp_path / "blobs"
+    assert other.blob_dir == tmp_path / "other.db.blobs"
+    assert parse_store_url("memory:").blob_dir is None
+
+
+async def test_file_blobs_are_sharded_and_owner_only(tmp_path: Path) -> None:
+    blobs = FileBlobStore(tmp_path / "blobs")
+    ref = await blobs.put(b"private")
+    path = tmp_path / "blobs" / ref.digest[:2] / ref.digest
+    assert path.read_bytes() == b"private"
+    assert path.stat().st_mode & 0o777 == 0o600
+    assert (tmp_path / "blobs").stat().st_mode & 0o777 == 0o700
+    # A write cut off before its rename leaves a temp file, which is no blob.
+    (path.parent / ".~partial.0123").write_bytes(b"torn")
+    assert [info.digest for info in await blobs.list()] == [ref.digest]
