@@ -96,9 +96,9 @@ __all__ = [
     "LwirValidationError",
     "MemoMismatchError",
     "ModelProviderError",
+    "PayloadTooLargeError",
     "PlannerError",
     "Problem",
-    "PayloadTooLargeError",
     "RecordedFailure",
     "RunFailedError",
     "SchemaVersionError",
@@ -395,6 +395,12 @@ class CorruptDataError(StorageError):
     code = "corrupt_data"
 
 
+class BlobNotFoundError(StorageError):
+    """A blob an event refers to (or a caller asked for) is not in the blob store."""
+
+    code = "blob_not_found"
+
+
 class SchemaVersionError(StorageError):
     """Stored data or a database schema carries a version this program does not know."""
 
@@ -417,12 +423,6 @@ class ToolArgumentsError(InvalidInputError):
 
 
 class ModelProviderError(LittleWorkflowError):
-class BlobNotFoundError(StorageError):
-    """A blob an event refers to (or a caller asked for) is not in the blob store."""
-
-    code = "blob_not_found"
-
-
     """A model call failed: the transport, an HTTP status, or an answer that is not valid.
 
     ``status`` is the HTTP status when there was one; ``retryable`` says whether the same

@@ -16,7 +16,8 @@ Exit codes (stable, for scripts):
 ====  =========================================================================
 
 Environment variables are read here and nowhere deeper: ``LITTLE_WORKFLOW_DATA_DIR``,
-``LITTLE_WORKFLOW_STORE``, ``LITTLE_WORKFLOW_SETUP`` and, for crash tests,
+``LITTLE_WORKFLOW_STORE``, ``LITTLE_WORKFLOW_SETUP``, ``LITTLE_WORKFLOW_MAX_PAYLOAD_BYTES``
+and, for crash tests,
 ``LITTLE_WORKFLOW_CRASH_AFTER_EVENTS`` and ``LITTLE_WORKFLOW_FAULT``. (Model providers
 read their API keys from the environment variables their slots name, when the setup
 builds them.)
@@ -71,6 +72,8 @@ class Options:
     crash_after_events: int | None
     setup: str | None
     faults: str | None
+    #: The largest payload a run may store (``None``: the runtime's default, 64 MiB).
+    max_payload_bytes: int | None = None
 
 
 def _fail(message: str, code: int) -> NoReturn:
@@ -161,6 +164,15 @@ def parse_json_option(text: str | None, what: str) -> Any:
     help="package.module:attr naming a RuntimeSetup (model slots, tools, workflows) "
     "[env LITTLE_WORKFLOW_SETUP].",
 )
+@click.option(
+    "--max-payload-bytes",
+    type=click.IntRange(min=1),
+    default=None,
+    envvar="LITTLE_WORKFLOW_MAX_PAYLOAD_BYTES",
+    help="The largest step output, tool result or model request a run stores, in bytes "
+    "of JSON; a larger one stops the run at its step, resumable [env "
+    "LITTLE_WORKFLOW_MAX_PAYLOAD_BYTES; default 67108864 (64 MiB)].",
+)
 @click.option("--debug", is_flag=True, help="Show tracebacks.")
 @click.pass_context
 def cli(
@@ -170,6 +182,7 @@ def cli(
     store: str | None,
     lock_timeout: float,
     setup: str | None,
+    max_payload_bytes: int | None,
     debug: bool,
 ) -> None:
     """Durable execution for LLM-agent workflows."""
@@ -186,6 +199,7 @@ def cli(
         crash_after_events=int(crash) if crash else None,
         setup=setup or os.environ.get("LITTLE_WORKFLOW_SETUP") or None,
         faults=os.environ.get(FAULT_ENV) or None,
+        max_payload_bytes=max_payload_bytes,
     )
     # Like `python -m`, make modules in the current directory importable, so that a
     # workflow's `fn: mymodule:function` finds mymodule.py next to the user.

@@ -17,6 +17,8 @@ def _runtime(options: Options) -> Any:
     from little_workflow.runtime import Runtime, load_setup
 
     extra = {} if options.setup is None else load_setup(options.setup).runtime_options()
+    if options.max_payload_bytes is not None:
+        extra["max_payload_bytes"] = options.max_payload_bytes
     return Runtime(
         options.data_dir,
         store=options.store,

@@ -4,6 +4,7 @@
 
     .little-workflow/
       little-workflow.db      the SQLite/WAL event log and KV store (the embedded default)
+      blobs/                  large payloads by SHA-256 (``storage.FileBlobStore``)
       artifacts/              artifact files and their manifests
       runs/<runId>/harness/   harness session scratch
       memory/                 the agents' memory store

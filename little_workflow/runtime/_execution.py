@@ -36,6 +36,7 @@ from little_workflow.errors import (
     InvalidValueError,
     LwirError,
     MemoMismatchError,
+    PayloadTooLargeError,
     PlannerError,
     RunFailedError,
     TemplateError,
@@ -428,9 +429,10 @@ class RunExecution:
                 # Unicode (a lone surrogate), which would otherwise fail the commit below
                 # with an untyped error and leave the run unrecorded.
                 dumps(result, where=f"the result of step {path!r}")
-            except (CapabilityDriftError, MemoMismatchError):
-                # Not a step failure: the run cannot go on as configured. Nothing is
-                # recorded, so it resumes once the configuration is restored.
+            except (CapabilityDriftError, MemoMismatchError, PayloadTooLargeError):
+                # Not a step failure: the run cannot go on as configured (a payload over
+                # the store's limit included). Nothing is recorded, so it resumes once
+                # the configuration is restored.
                 raise
             except Exception as exc:
                 code, names = _error_names(exc)

@@ -67,9 +67,12 @@ from little_workflow.runtime._sessions import session_manifest, step_at, unfinis
 from little_workflow.runtime._state import RunState, fold
 from little_workflow.runtime._workflows import WorkflowCatalog, WorkflowVersion
 from little_workflow.storage import (
-    EventLog,
+    DEFAULT_INLINE_BYTES,
+    DEFAULT_MAX_PAYLOAD_BYTES,
+    BlobStore,
     FileStorage,
     ManagedStorage,
+    PayloadLog,
     Store,
     StoreSpec,
     open_store,
@@ -142,6 +145,12 @@ class Runtime:
     mapping); ``model_slots`` maps slot names to ``ModelSlot``s. ``sleep`` replaces
     ``asyncio.sleep`` for retry backoff (tests make it instant). ``crash_after_events``
     and ``faults`` are fault injection for crash tests (see ``_faults``).
+
+    Payloads (step outputs, tool results, model requests and responses) whose JSON is
+    over ``inline_payload_bytes`` are stored once in the store's blob store and
+    referenced from the log; one over ``max_payload_bytes`` (64 MiB by default) raises
+    ``PayloadTooLargeError`` at its step and leaves the run resumable (see
+    ``storage.PayloadLog`` and docs/blobs.md).
     """
 
     def __init__(
@@ -159,7 +168,16 @@ class Runtime:
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         crash_after_events: int | None = None,
         faults: str | None = None,
+        max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
+        inline_payload_bytes: int = DEFAULT_INLINE_BYTES,
     ) -> None:
+        if max_payload_bytes < 1 or inline_payload_bytes < 0:
+            raise ConfigError(
+                "max_payload_bytes must be at least 1 and inline_payload_bytes at least 0"
+            )
+        self.max_payload_bytes = max_payload_bytes
+        self.inline_payload_bytes = inline_payload_bytes
+        self._events: PayloadLog | None = None
         self.data_dir = DataDir.at(data_dir)
         self._store_url = store
         self._registered = {workflow.name: workflow for workflow in workflows}
@@ -189,6 +207,12 @@ class Runtime:
             self.data_dir.create()
             store = await open_store(self._store_url or self.data_dir.store_url)
             self._store = store
+            self._events = PayloadLog(
+                store.events,
+                store.blobs,
+                inline_bytes=self.inline_payload_bytes,
+                max_payload_bytes=self.max_payload_bytes,
+            )
             self._catalog = WorkflowCatalog(store.kv, self._registered)
             self._memory = open_memory(
                 self.data_dir.memory, store.kv if self._store_url is not None else None
@@ -198,6 +222,7 @@ class Runtime:
     async def close(self) -> None:
         """Close the store. Idempotent."""
         store, self._store = self._store, None
+        self._events = None
         memory, self._memory = self._memory, None
         if memory is not None and memory[1] is not None:
             await memory[1].close()
@@ -216,9 +241,17 @@ class Runtime:
         await self.close()
 
     @property
-    def events(self) -> EventLog:
-        """The event log (opened by ``open``)."""
-        return self._require().events
+    def events(self) -> PayloadLog:
+        """The event log (opened by ``open``): values in, values out; large payloads
+        are kept in ``blobs`` by reference (``events.inner`` reads them as stored)."""
+        self._require()
+        assert self._events is not None
+        return self._events
+
+    @property
+    def blobs(self) -> BlobStore:
+        """The blob store beside the event log (opened by ``open``)."""
+        return self._require().blobs
 
     @property
     def kv(self) -> ManagedStorage:

@@ -17,14 +17,15 @@ thousands of events each costs proportionally more, once.
 from __future__ import annotations
 
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from little_workflow.codec import JsonValue
 from little_workflow.errors import CorruptDataError
 from little_workflow.events import RecordedEvent, RunStatus
 from little_workflow.runtime import RunState, apply
-from little_workflow.storage import EventLog, RunInfo
+from little_workflow.storage import EventLog, PayloadLog, RunInfo
 
 __all__ = [
     "TERMINAL",
@@ -333,12 +334,17 @@ class RunReader:
     """Reads runs from an event log, keeping the folded state of the latest ones read.
 
     Not thread-safe; meant for one event loop (a command, or the UI's server).
+
+    On a ``PayloadLog`` the states are folded from the events as stored, so a runs list
+    never fetches a blob: payload fields (outputs, calls) may hold references there,
+    and ``view`` resolves the ones it shows.
     """
 
     def __init__(self, log: EventLog, *, cache_size: int = 256) -> None:
         self.log = log
         self._cache_size = cache_size
         self._states: OrderedDict[str, RunState] = OrderedDict()
+        self._payloads = log if isinstance(log, PayloadLog) else None
 
     async def state(self, run_id: str) -> RunState:
         """The run's folded state, reading only the events past the cached state.
@@ -349,7 +355,8 @@ class RunReader:
         # into one state, and a log that fails to fold half-way is folded from the
         # start next time (reporting the same problem again).
         state = self._states.pop(run_id, None) or RunState(run_id=run_id)
-        for record in await self.log.read(run_id, after=state.last_seq):
+        read = self.log.read if self._payloads is None else self._payloads.read_stored
+        for record in await read(run_id, after=state.last_seq):
             apply(state, record)
         if state.last_seq == 0:
             raise CorruptDataError(f"run {run_id!r} has no events")
@@ -393,10 +400,37 @@ class RunReader:
             return None
         state = await self.state(run_id)
         children = await self.log.list_runs(parent_run_id=run_id)
+        run, steps, sessions = _run_fields(state), step_rows(state), _sessions(state)
+        if self._payloads is not None:
+            run, steps, sessions = await _resolved(run, steps, sessions, self._payloads.resolve)
         return RunView(
             summary=_summary(info, state),
-            run=_run_fields(state),
-            steps=step_rows(state),
-            sessions=_sessions(state),
+            run=run,
+            steps=steps,
+            sessions=sessions,
             sub_runs=[await self._summarize(child) for child in reversed(children)],
         )
+
+
+async def _resolved(
+    run: dict[str, Any],
+    steps: list[StepRow],
+    sessions: list[dict[str, Any]],
+    resolve: Callable[[JsonValue], Awaitable[JsonValue]],
+) -> tuple[dict[str, Any], list[StepRow], list[dict[str, Any]]]:
+    """A view's payloads as values: the only place a run's page reads blobs."""
+    run = {**run, "input": await resolve(run["input"]), "output": await resolve(run["output"])}
+    steps = [replace(row, output=await resolve(row.output)) for row in steps]
+    resolved_sessions = []
+    for session in sessions:
+        calls = []
+        for recorded in session["calls"]:
+            call = dict(recorded)
+            for key in ("request", "arguments", "value"):
+                if key in call:
+                    call[key] = await resolve(call[key])
+            calls.append(call)
+        resolved_sessions.append(
+            {**session, "output": await resolve(session["output"]), "calls": calls}
+        )
+    return run, steps, resolved_sessions
