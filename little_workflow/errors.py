@@ -37,8 +37,8 @@ errors (``sqlite3``, ``psycopg``, ``OSError``) are translated at the boundary wi
     │   ├── StorageBusyError                 storage_busy
     │   ├── ConflictError                    conflict
     │   ├── CorruptDataError                 corrupt_data
-    │   ├── SchemaVersionError               schema_version
     │   ├── BlobNotFoundError                blob_not_found
+    │   ├── SchemaVersionError               schema_version
     │   └── UnknownEventTypeError            unknown_event_type
     ├── ModelProviderError                   model_provider_error (status, retryable)
     ├── CapabilityDriftError                 capability_drift (resume refused: config changed)
@@ -69,8 +69,8 @@ __all__ = [
     "AckBeyondLastSeqError",
     "ArtifactNotFoundError",
     "AwaitingAnswerError",
-    "CapabilityDriftError",
     "BlobNotFoundError",
+    "CapabilityDriftError",
     "ConfigError",
     "ConflictError",
     "CorruptDataError",
@@ -180,8 +180,6 @@ class InvalidValueError(InvalidInputError):
     code = "invalid_value"
 
 
-class InvalidStoreUrlError(InvalidInputError):
-    """A store URL names no known backend or is malformed."""
 class PayloadTooLargeError(InvalidValueError):
     """A payload (a step's output, a tool result, a model request, ...) exceeds the store's
     limit (``Runtime(max_payload_bytes=...)``, 64 MiB by default).
@@ -200,6 +198,8 @@ class PayloadTooLargeError(InvalidValueError):
         self.limit = limit
 
 
+class InvalidStoreUrlError(InvalidInputError):
+    """A store URL names no known backend or is malformed."""
 
     code = "invalid_store_url"
 
