@@ -57,6 +57,7 @@ from __future__ import annotations
 
 import builtins
 import json
+import json.encoder as _json_encoder
 import zlib
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
@@ -124,6 +125,26 @@ PAYLOAD_FIELDS: Final[dict[type[Event], tuple[str, ...]]] = {
 
 # The same settings as ``codec``'s: compact, non-ASCII kept, NaN refused.
 _ENCODER: Final = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+# The C encoder itself, built once: ``JSONEncoder.encode`` builds one per call, which is
+# most of the cost of measuring the small payload of a step. No cycle check: payloads
+# come out of validated events, which cannot hold a cycle.
+_MAKE_ENCODER: Any = getattr(_json_encoder, "c_make_encoder", None)
+_C_ENCODER: Final = (
+    None
+    if _MAKE_ENCODER is None
+    else _MAKE_ENCODER(
+        None,
+        _ENCODER.default,
+        _json_encoder.encode_basestring,
+        None,
+        ":",
+        ",",
+        False,
+        False,
+        False,
+    )
+)
+_SCALARS: Final = (bool, int, float)
 # A string of n characters is at most 6n + 2 bytes of JSON (``\u0001``): below this
 # many characters it is inline without being encoded.
 _SHORT_STRING_FACTOR: Final = 6
@@ -220,11 +241,15 @@ async def referenced_digests(refs: Iterable[PayloadRef], blobs: BlobStore) -> se
     return seen
 
 
-def _encode(value: object, where: str) -> bytes:
+def _encode(value: object, event: Event, name: str) -> bytes:
     try:
+        if _C_ENCODER is not None:
+            return "".join(_C_ENCODER(value, 0)).encode("utf-8")
         return _ENCODER.encode(value).encode("utf-8")
     except (ValueError, TypeError, UnicodeEncodeError) as exc:
-        raise InvalidValueError(f"{where} cannot be stored as JSON: {exc}") from exc
+        raise InvalidValueError(
+            f"the {name} of {_describe(event)[1]} cannot be stored as JSON: {exc}"
+        ) from exc
 
 
 def _node_digest(prev: object, where: str) -> str:
@@ -285,8 +310,9 @@ class _Batch:
         self.run_id = run_id
         self.blobs: dict[str, bytes] = {}
         self.chains: dict[tuple[str, str], _Chain] = {}
-        #: Measured containers by id: a step's result is often its output too.
-        self.measured: dict[int, tuple[object, JsonValue]] = {}
+        #: Values measured so far, with their stored forms: a step's result is usually
+        #: its output too (equal, though pydantic copied it), and is encoded once.
+        self.measured: list[tuple[JsonValue, JsonValue]] = []
 
 
 class PayloadLog:
@@ -330,27 +356,7 @@ class PayloadLog:
     ) -> list[int]:
         """Put the blobs of ``events``' large payloads, then append the events with
         references; see ``EventLog.append``. ``PayloadTooLargeError`` writes nothing."""
-        batch: _Batch | None = None
-        stored: list[Event] = []
-        for event in events:
-            names = PAYLOAD_FIELDS.get(type(event))
-            if names is None:
-                stored.append(event)
-                continue
-            updates: dict[str, JsonValue] = {}
-            for name in names:
-                value = getattr(event, name)
-                if value is None or type(value) in (bool, int, float):
-                    continue
-                if batch is None:
-                    batch = _Batch(run_id)
-                if isinstance(event, HarnessModelCalled):
-                    form = self._store_request(event, value, batch)
-                else:
-                    form = self._store(value, batch, event, name)
-                if form is not value:
-                    updates[name] = form
-            stored.append(event.model_copy(update=updates) if updates else event)
+        stored, batch = self._stored(run_id, events)
         if batch is not None:
             for data in batch.blobs.values():
                 await self.blobs.put(data)
@@ -359,6 +365,34 @@ class PayloadLog:
             for key, chain in batch.chains.items():
                 self._remember_head(key, chain)
         return seqs
+
+    def _stored(
+        self, run_id: str, events: Sequence[Event]
+    ) -> tuple[Sequence[Event], _Batch | None]:
+        """``events`` in their stored forms, and the blobs and chain heads they need.
+
+        ``events`` itself, and no batch, when nothing in it is large: the common case
+        costs a dict lookup per event and one encoding per small container payload.
+        """
+        batch: _Batch | None = None
+        stored: Sequence[Event] = events
+        for index, event in enumerate(events):
+            for name in PAYLOAD_FIELDS.get(type(event), ()):
+                value = getattr(event, name)
+                if value is None or type(value) in _SCALARS:
+                    continue
+                if batch is None:
+                    batch = _Batch(run_id)
+                if isinstance(event, HarnessModelCalled):
+                    form = self._store_request(event, value, batch)
+                else:
+                    form = self._store(value, batch, event, name)
+                if form is not value:
+                    if stored is events:
+                        stored = list(events)
+                    assert isinstance(stored, list)
+                    stored[index] = stored[index].model_copy(update={name: form})
+        return stored, batch
 
     def _check_limit(self, size: int, event: Event, name: str) -> None:
         if size > self.max_payload_bytes:
@@ -384,10 +418,14 @@ class PayloadLog:
         """The stored form of one payload value (see the module docstring)."""
         if isinstance(value, str) and len(value) <= self._short:
             return value
-        measured = batch.measured.get(id(value))
-        if measured is not None and measured[0] is value:
-            return measured[1]
-        data = _encode(value, f"the {name} of {_describe(event)[1]}")
+        for seen, seen_form in batch.measured:
+            if seen is value:
+                return seen_form
+            # Equal is not identical (``1 == True``): only the decision to keep a value
+            # inline carries over, never a blob, whose bytes are the other value's JSON.
+            if seen_form is seen and type(seen) is type(value) and seen == value:
+                return value
+        data = _encode(value, event, name)
         form: JsonValue = value
         if len(data) > (self.inline_bytes if inline_bytes is None else inline_bytes):
             # The blob holds the value itself: only an inline form needs escaping.
@@ -395,7 +433,7 @@ class PayloadLog:
             form = self._put(data, batch).to_json()
         elif type(value) is dict and (REF_KEY in value or LITERAL_KEY in value):
             form = {LITERAL_KEY: value}
-        batch.measured[id(value)] = (value, form)
+        batch.measured.append((value, form))
         return form
 
     def _put(
@@ -419,7 +457,7 @@ class PayloadLog:
         if head is None:
             # No chain yet: a small request stays inline. Measuring it means encoding the
             # whole conversation, but only until the session's first node.
-            size = len(_encode(request, f"the request of {_describe(event)[1]}"))
+            size = len(_encode(request, event, "request"))
             if size <= self.inline_bytes:
                 return request
         keep = 0
@@ -438,7 +476,7 @@ class PayloadLog:
             # a blob of its own it is stored once, not once a node.
             "request": self._store(rest, batch, event, "request", _REST_INLINE_BYTES),
         }
-        data = _encode(node, f"the request of {_describe(event)[1]}")
+        data = _encode(node, event, "request")
         self._check_limit(len(data), event, "request")
         ref = self._put(zlib.compress(data, _NODE_COMPRESSION), batch, _CONVERSATION)
         batch.chains[key] = _Chain(messages=messages, ref=ref)
@@ -457,14 +495,20 @@ class PayloadLog:
     ) -> builtins.list[RecordedEvent]:
         """The run's events with every payload resolved; see ``EventLog.read``."""
         records = await self.inner.read(run_id, after=after, limit=limit)
-        resolved: builtins.list[RecordedEvent] = []
-        for record in records:
-            event = await self.resolve_event(record)
-            resolved.append(
-                record
-                if event is record.event
-                else RecordedEvent(run_id=record.run_id, seq=record.seq, ts=record.ts, event=event)
-            )
+        resolved = records
+        for index, record in enumerate(records):
+            # Checked here, without a call per event: a resume reads thousands of them,
+            # and only the few holding a stored form need the (async) resolver.
+            for name in PAYLOAD_FIELDS.get(type(record.event), ()):
+                value = getattr(record.event, name)
+                if type(value) is dict and (REF_KEY in value or LITERAL_KEY in value):
+                    event = await self.resolve_event(record)
+                    if resolved is records:  # the inner log's list is not ours to change
+                        resolved = list(records)
+                    resolved[index] = RecordedEvent(
+                        run_id=record.run_id, seq=record.seq, ts=record.ts, event=event
+                    )
+                    break
         return resolved
 
     async def read_stored(

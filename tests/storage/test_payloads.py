@@ -307,3 +307,15 @@ def test_every_json_field_of_every_event_is_a_payload_field_or_known_small() -> 
                 assert name in PAYLOAD_FIELDS.get(model, ()), f"{model.__name__}.{name}"
     assert all(issubclass(model, Event) for model in PAYLOAD_FIELDS)
     assert StepAttemptStarted not in PAYLOAD_FIELDS
+
+
+@pytest.mark.parametrize("count", [1, 3000])
+async def test_equal_values_of_other_types_in_one_append_stay_apart(
+    store: Store, count: int
+) -> None:
+    # ``1 == True`` and ``1 == 1.0`` in Python; their JSON differs, and so must what is read.
+    log = _log(store)
+    values: list[JsonValue] = [{"a": [1] * count}, {"a": [True] * count}, {"a": [1.0] * count}]
+    await log.append(RUN, [_started(), *(_completed(f"s{i}", v) for i, v in enumerate(values))])
+    read = await _outputs(_log(store))
+    assert [json.dumps(value) for value in read] == [json.dumps(value) for value in values]
