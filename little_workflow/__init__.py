@@ -134,6 +134,7 @@ __all__ = [
     "FrameError",
     "FrameTooLargeError",
     "InvalidAddressError",
+    "InvalidForkPointError",
     "InvalidIdError",
     "InvalidInputError",
     "InvalidKeyError",

@@ -77,6 +77,7 @@ __all__ = [
     "FrameError",
     "FrameTooLargeError",
     "InvalidAddressError",
+    "InvalidForkPointError",
     "InvalidIdError",
     "InvalidInputError",
     "InvalidKeyError",
@@ -463,6 +464,7 @@ class CapabilityDriftError(LittleWorkflowError):
         run_id: str,
         scope: str,
         changes: list[tuple[str, object, object]],
+        fork_at: str | None = None,
     ) -> None:
         super().__init__(message)
         self.run_id = run_id

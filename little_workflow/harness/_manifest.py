@@ -16,6 +16,12 @@ field::
 
     To resume cleanly, restore the prior state.
     To start fresh, run with a new runId.
+    To keep the work done before the first changed step, fork at 'boss':
+      little-workflow fork run_abc123 --at boss
+
+The last line is added when the runtime knows where the resumed run would have to be
+forked (the first step its walk cannot replay: the drifted session's, or the step whose
+sub-run holds it).
 
 Drift is fail-closed: replaying recorded model answers into a session whose tools or
 model changed would continue a conversation the new configuration never had.
@@ -24,6 +30,7 @@ model changed would continue a conversation the new configuration never had.
 from __future__ import annotations
 
 import json
+import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -132,10 +139,17 @@ def diff_manifests(old: JsonValue, new: JsonValue, path: str = "") -> list[Chang
 
 
 def drift_error(
-    *, run_id: str, role: str, old: Mapping[str, JsonValue], new: Mapping[str, JsonValue]
+    *,
+    run_id: str,
+    role: str,
+    old: Mapping[str, JsonValue],
+    new: Mapping[str, JsonValue],
+    fork: tuple[str, str] | None = None,
 ) -> CapabilityDriftError | None:
     """The ``CapabilityDriftError`` for a session started with ``old``, resumed with ``new``.
 
+    ``fork`` is ``(run id, step path)``: the run that was resumed (a sub-run's parent,
+    for a drift inside the sub-run) and where forking it keeps the most work.
     ``None`` when they are the same.
     """
     changes = diff_manifests(dict(old), dict(new))
@@ -155,9 +169,14 @@ def drift_error(
         "To resume cleanly, restore the prior state.",
         "To start fresh, run with a new runId.",
     ]
+    if fork is not None:
+        fork_run_id, at = fork
+        lines.append(f"To keep the work done before the first changed step, fork at {at!r}:")
+        lines.append(f"  little-workflow fork {shlex.quote(fork_run_id)} --at {shlex.quote(at)}")
     return CapabilityDriftError(
         "\n".join(lines),
         run_id=run_id,
         scope=role,
         changes=[(change.path, change.old, change.new) for change in changes],
+        fork_at=None if fork is None else fork[1],
     )

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from little_workflow.codec import JsonValue, check_json_value, dumps
-from little_workflow.durable import MemoTable
+from little_workflow.durable import MemoEntry, MemoTable
 from little_workflow.errors import (
     CapabilityDriftError,
     ConfigError,
@@ -148,6 +148,12 @@ class RunExecution:
     ) -> None:
         self.runtime = runtime
         self.retrying = retrying
+        #: Replay only: the path where the walk stops, as at a frontier (a fork point).
+        self.stop_at = stop_at
+        #: Once the walk reached ``stop_at``: the frontier it had found before it.
+        self.stopped: tuple[str, ...] | None = None
+        #: The recorded steps this pass replayed, in walk order.
+        self.replayed_paths: list[str] = []
         self.version = version
         self.state = state
         self.run_id = state.run_id
@@ -297,6 +303,8 @@ class RunExecution:
                     step_id=step.id,
                 )
             visits[step.id] = visit + 1
+            if self.stop_at is not None:
+                self._stop_here(str(path))
             if isinstance(step, OutputStep):
                 return self._render(step.value, scope, step, str(path), "value")
             output, route = await self._step(step, path, visit_suffix, scope)
@@ -308,6 +316,14 @@ class RunExecution:
             position = None if target is None else index[target]
         return result
 
+    def _stop_here(self, path: str) -> None:
+        """Stop the walk at ``stop_at``, and every step after it (later map branches)."""
+        if self.stopped is None and path != self.stop_at:
+            return
+        if self.stopped is None:
+            self.stopped = tuple(self.frontier)
+        raise _Frontier(path)
+
     def _render(
         self, value: JsonValue, scope: Scope, step: StepBase, path: str, field: str
     ) -> JsonValue:
@@ -318,19 +334,32 @@ class RunExecution:
 
     # --- steps ------------------------------------------------------------------------
 
+    def _recorded(self, step: Step, path: str) -> MemoEntry | None:
+        """The memo table's entry for ``path``, if the step completed there."""
+        if self._pinned:
+            # The run's recorded definition hash is this version's: every recorded step
+            # was made by the same step definition, so hashing it again proves nothing.
+            return self.memo.peek(path)
+        return self.memo.lookup(path, self.version.identity(step))
+
     async def _step(
         self, step: Step, path: StepPath, visit: int | None, scope: Scope
     ) -> tuple[JsonValue, str | None]:
         path_text = str(path)
         self.visited.add(path_text)
-        if self._pinned:
-            # The run's recorded definition hash is this version's: every recorded step
-            # was made by the same step definition, so hashing it again proves nothing.
-            hit = self.memo.peek(path_text)
-        else:
-            hit = self.memo.lookup(path_text, self.version.identity(step))
+        hit = self._recorded(step, path_text)
+        if (
+            hit is not None
+            and self.stop_at is not None
+            and self.stop_at.startswith(f"{path_text}[")
+        ):
+            # The stop is inside this completed map: walk its branches up to it.
+            assert isinstance(step, MapStep)
+            site = _Site(path, path_text, visit, self.version.identity(step))
+            return await self._map(step, site, scope), None
         if hit is not None:
             self.replayed += 1
+            self.replayed_paths.append(path_text)
             assert isinstance(hit.value, dict)
             recorded_route = hit.value.get("route")
             return hit.value.get("output"), (
@@ -648,7 +677,9 @@ class RunExecution:
                 step_path=path, step_id=step.id, kind=step.kind, visit=site.visit
             )
             await self.append([started], sync=False)
-        semaphore = asyncio.Semaphore(step.concurrency)
+        # A replay runs the branches one after another, in item order: it does no I/O, so
+        # concurrency buys nothing, and a stop (a fork point) must see a fixed order.
+        semaphore = asyncio.Semaphore(1 if self.replay_only else step.concurrency)
         results: list[Any] = [None] * len(items)
         pending = False
 

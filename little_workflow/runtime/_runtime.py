@@ -36,6 +36,7 @@ from little_workflow.lwir import (
     ExecuteStep,
     MapStep,
     OutputStep,
+    RetryPolicy,
     Step,
     SubWorkflowStep,
     ToolStep,
@@ -55,6 +56,7 @@ from little_workflow.runtime._cancel import (
 from little_workflow.runtime._datadir import DataDir
 from little_workflow.runtime._execution import RunExecution
 from little_workflow.runtime._faults import CrashAfterEvents, FaultPoints
+from little_workflow.runtime._fork import SAME_INPUT, fork_hint, fork_run
 from little_workflow.runtime._functions import FunctionRegistry
 from little_workflow.runtime._outer import (
     OuterLoopManifest,

@@ -45,7 +45,7 @@ from little_workflow.lwir import (
 from little_workflow.lwir._models import TRUSTED_GRAPH
 from little_workflow.storage import StorageAdapter
 
-__all__ = ["WorkflowCatalog", "WorkflowVersion"]
+__all__ = ["WorkflowCatalog", "WorkflowVersion", "edited_version"]
 
 #: 2: keyed by version id, ``refs`` hold version ids (format 1 held definition hashes).
 _RECORD_FORMAT = 2
@@ -93,6 +93,27 @@ class WorkflowVersion:
             raise ConfigError(
                 f"workflow {self.name!r} has no resolved sub-workflow {reference!r}"
             ) from None
+
+
+def edited_version(version: WorkflowVersion, workflow: Workflow) -> WorkflowVersion:
+    """``workflow``, an edit of ``version``'s that names the same sub-workflows, pinned to them.
+
+    The sub-workflows stay the ones ``version`` pinned, not the files as they are now: an
+    edit of one step's prompt must not also pick up an edit of ``child.yaml``.
+    """
+    references = {reference for reference, _ in _workflow_references(workflow.steps)}
+    if references != set(version.children):
+        raise ConfigError(
+            f"an edit of workflow {version.name!r} may not change the workflows it refers to"
+        )
+    digest = definition_hash(workflow)
+    return WorkflowVersion(
+        workflow=workflow,
+        definition_hash=digest,
+        version_id=_version_id(digest, version.children),
+        children=version.children,
+        source=version.source,
+    )
 
 
 def _workflow_references(steps: tuple[Step, ...]) -> Iterator[tuple[str, str]]:

@@ -223,8 +223,11 @@ async def test_a_decider_whose_slot_drifted_is_refused_at_resume(tmp_path: Path)
             "",
             "To resume cleanly, restore the prior state.",
             "To start fresh, run with a new runId.",
+            "To keep the work done before the first changed step, fork at 'judge.visit[1]':",
+            "  little-workflow fork run_cut --at 'judge.visit[1]'",
         ]
     )
+    assert caught.value.fork_at == "judge.visit[1]"
     assert caught.value.changes == [("deciderModelSlotId", JUDGE_MODEL, "judge-model-2")]
     assert (provider.calls, calls.calls) == (0, [])
 

@@ -77,7 +77,9 @@ class Config:
         return self.provider.calls, len(self.tools.calls)
 
 
-def drift_message(role: str, *changes: str, run_id: str = RUN) -> str:
+def drift_message(role: str, *changes: str, run_id: str = RUN, fork_at: str = "worker") -> str:
+    """The seed's message, and the fork that keeps the work before the drifted step (of
+    the run that was resumed, ``RUN``, even when the drift is in one of its sub-runs)."""
     return "\n".join(
         [
             f"Run '{run_id}' was started with a different {role} config.",
@@ -87,6 +89,8 @@ def drift_message(role: str, *changes: str, run_id: str = RUN) -> str:
             "",
             "To resume cleanly, restore the prior state.",
             "To start fresh, run with a new runId.",
+            f"To keep the work done before the first changed step, fork at '{fork_at}':",
+            f"  little-workflow fork {RUN} --at {fork_at}",
         ]
     )
 
@@ -290,7 +294,9 @@ async def test_a_changed_orchestrator_model_is_drift(tmp_path: Path) -> None:
 
     error = await refused(data_dir, Config(orchestrator="gpt-4o-mini"))
     assert error.message == drift_message(
-        "orchestrator", '- orchestratorModelSlotId: "orchestrator-model" → "gpt-4o-mini"'
+        "orchestrator",
+        '- orchestratorModelSlotId: "orchestrator-model" → "gpt-4o-mini"',
+        fork_at="boss",
     )
     assert (error.run_id, error.scope) == (RUN, "orchestrator")
     restored = await resumes(data_dir, shortlist("Ada scores 70"))
@@ -321,6 +327,7 @@ async def test_a_changed_available_workflow_is_drift(tmp_path: Path) -> None:
         "orchestrator",
         f'- availableWorkflows[0].definitionHash: "{old}" → "{new}"',
         "  (score-one workflow definition changed)",
+        fork_at="boss",
     )
     assert error.changes == [("availableWorkflows[0].definitionHash", old, new)]
 
@@ -341,6 +348,7 @@ async def test_a_missing_workflow_file_is_drift(tmp_path: Path) -> None:
         "orchestrator",
         f'- availableWorkflows[0].definitionHash: "{old}" → "(missing)"',
         "  (score-one workflow definition changed)",
+        fork_at="boss",
     )
 
     child.write_text(original)
@@ -357,6 +365,7 @@ async def test_a_workflow_no_longer_registered_is_drift(tmp_path: Path) -> None:
         "orchestrator",
         f'- availableWorkflows[0].definitionHash: "{old}" → "(missing)"',
         "  (score-one workflow definition changed)",
+        fork_at="boss",
     )
     await resumes(data_dir, shortlist("Ada scores 70"))
 
@@ -375,8 +384,10 @@ async def test_drift_inside_an_unfinished_sub_run_is_caught_when_the_parent_resu
         "worker",
         '- workerModelSlotId: "worker-model" → "gpt-4o-mini"',
         run_id=child.run_id,
+        fork_at="boss",
     )
     assert error.run_id == child.run_id
+    assert error.fork_at == "boss"  # the parent's step whose sub-run holds the drift
 
     restored = await resumes(data_dir, shortlist("Ada scores 70"))
     assert restored.calls == (2, 1)  # the worker's turn 2 and score, the orchestrator's turn 1

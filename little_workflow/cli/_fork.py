@@ -1,0 +1,112 @@
+"""``fork RUN_ID --at STEP_PATH``: a new run that keeps RUN_ID's work before a step."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from little_workflow.cli._main import Options, execute, parse_json_option, print_json
+from little_workflow.cli._runs import _progress, _runtime, progress_option
+
+
+@click.command()
+@click.argument("run_id")
+@click.option("--at", "at", required=True, help="The step path to fork at (it runs anew).")
+@click.option(
+    "--workflow",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="An edited workflow file to run from the fork point [default: RUN_ID's].",
+)
+@click.option("--input", "input_text", default=None, help="New input, as JSON [default: RUN_ID's].")
+@click.option(
+    "--prompts",
+    "prompts_text",
+    default=None,
+    help='New prompts, as JSON: {"<step id>": {"instructions": ..., "prompt": ...}}.',
+)
+@click.option(
+    "--policy",
+    "policy_text",
+    default=None,
+    help='New retry policies, as JSON: {"<step id>": {"attempts": 3, "backoff": 1}}.',
+)
+@click.option("--run-id", "new_run_id", default=None, help="The new run's id [default: a new one].")
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print the new run id, its origin, counts and output as one JSON object.",
+)
+@progress_option
+@click.pass_obj
+def fork(
+    options: Options,
+    *,
+    run_id: str,
+    at: str,
+    workflow: Path | None,
+    input_text: str | None,
+    prompts_text: str | None,
+    policy_text: str | None,
+    new_run_id: str | None,
+    as_json: bool,
+    progress: bool | None,
+) -> None:
+    """Start a new run from RUN_ID that keeps its completed steps before STEP_PATH.
+
+    Those steps are replayed from RUN_ID's log (no function, model or tool is called
+    for them); STEP_PATH and every step after it run anew. Prints the output as JSON.
+    """
+    from little_workflow.ids import new_id
+    from little_workflow.runtime._fork import SAME_INPUT
+
+    fork_input = SAME_INPUT if input_text is None else parse_json_option(input_text, "--input")
+    prompts = parse_json_option(prompts_text, "--prompts")
+    policy = parse_json_option(policy_text, "--policy")
+    for value, what in ((prompts, "--prompts"), (policy, "--policy")):
+        if value is not None and not isinstance(value, dict):
+            raise click.BadParameter("a JSON object keyed by step id", param_hint=what)
+    # Chosen here, not by the runtime, so the progress display knows which log to follow.
+    chosen = new_run_id or new_id("run")
+
+    async def work() -> Any:
+        async with _runtime(options) as runtime, _progress(runtime, chosen, progress):
+            return await runtime.fork(
+                run_id,
+                at=at,
+                run_id=chosen,
+                input=fork_input,
+                workflow=workflow,
+                prompts=prompts,
+                policy=policy,
+            )
+
+    result = execute(options, work)
+    origin = result.state.forked_from
+    at = origin.at if origin is not None else at  # as the log records it: canonical
+    if as_json:
+        print_json(
+            {
+                "runId": result.run_id,
+                "forkedFrom": {"runId": run_id, "at": at},
+                "status": result.status.value,
+                "keptSteps": result.replayed_steps,
+                "executedSteps": result.executed_steps,
+                "output": result.output,
+            }
+        )
+        return
+    click.echo(
+        f"run {result.run_id} (forked from {run_id} at {at}) completed: "
+        f"{result.replayed_steps} step(s) kept, {result.executed_steps} executed",
+        err=True,
+    )
+    print_json(result.output)
+
+
+def register(group: click.Group) -> None:
+    """Add the command to the CLI group."""
+    group.add_command(fork)
