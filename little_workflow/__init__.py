@@ -29,6 +29,7 @@ from little_workflow.errors import (
     FrameError,
     FrameTooLargeError,
     InvalidAddressError,
+    InvalidForkPointError,
     InvalidIdError,
     InvalidInputError,
     InvalidKeyError,

@@ -25,6 +25,7 @@ errors (``sqlite3``, ``psycopg``, ``OSError``) are translated at the boundary wi
     │   ├── TemplateError                    template_error (missing key, wrong type)
     │   │   └── TemplateSyntaxError          template_syntax
     │   ├── InvalidStepPathError             invalid_step_path (and invalid_branch_key)
+    │   ├── InvalidForkPointError            invalid_fork_point (fork_unknown_step, ...)
     │   ├── ToolArgumentsError               tool_arguments_invalid
     │   ├── FrameError                       ipc_frame_invalid (a frame on the IPC wire)
     │   │   ├── FrameTooLargeError           ipc_frame_too_large
@@ -354,6 +355,26 @@ class InvalidStepPathError(InvalidInputError):
     code = "invalid_step_path"
 
 
+class InvalidForkPointError(InvalidInputError):
+    """A fork (``Runtime.fork``) cannot start at the step path it was given.
+
+    Codes: ``fork_unknown_step`` (the source run's workflow has no such step),
+    ``fork_point_not_reached`` (the source run never got there, or left a step before it
+    unfinished), ``fork_step_changed`` (a step the fork would keep differs in the new
+    workflow). ``fork_at`` is the path that would work instead, when there is one.
+    """
+
+    code = "invalid_fork_point"
+
+    def __init__(
+        self, message: str, *, code: str | None = None, run_id: str, at: str, fork_at: str | None
+    ) -> None:
+        super().__init__(message, code=code)
+        self.run_id = run_id
+        self.at = at
+        self.fork_at = fork_at
+
+
 class StorageError(LittleWorkflowError):
     """A storage backend failed to read or write."""
 
@@ -452,7 +473,8 @@ class CapabilityDriftError(LittleWorkflowError):
 
     Raised on resume, before any model or tool is called. ``changes`` lists each changed
     manifest field as ``(path, old, new)``; the message says how to get out: restore the
-    prior state, or start fresh with a new run id.
+    prior state, start fresh with a new run id, or fork the resumed run at ``fork_at``
+    (the first step that cannot be kept) to keep the work done before it.
     """
 
     code = "capability_drift"
@@ -470,6 +492,7 @@ class CapabilityDriftError(LittleWorkflowError):
         self.run_id = run_id
         self.scope = scope
         self.changes = changes
+        self.fork_at = fork_at
 
 
 class ToolCallError(LittleWorkflowError):

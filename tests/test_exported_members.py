@@ -44,6 +44,7 @@ def test_public_names_are_pinned() -> None:
         "FrameError",
         "FrameTooLargeError",
         "InvalidAddressError",
+        "InvalidForkPointError",
         "InvalidIdError",
         "InvalidInputError",
         "InvalidKeyError",

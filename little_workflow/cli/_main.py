@@ -210,6 +210,7 @@ def cli(
 def main() -> None:
     """Run the command line."""
     from little_workflow.cli import _answer, _artifacts, _demo, _inspect, _loops, _manage, _runs
+    from little_workflow.cli._fork import register as register_fork
     from little_workflow.cli._ui import register as register_ui
 
     _runs.register(cli)
@@ -220,4 +221,5 @@ def main() -> None:
     _answer.register(cli)
     _demo.register(cli)
     register_ui(cli)
+    register_fork(cli)
     cli()

@@ -145,6 +145,7 @@ class RunExecution:
         *,
         replay_only: bool = False,
         retrying: bool = False,
+        stop_at: str | None = None,
     ) -> None:
         self.runtime = runtime
         self.retrying = retrying
@@ -708,7 +709,11 @@ class RunExecution:
             raise first from first.__cause__
         if pending:
             raise _Frontier(path)
-        if self.replay_only:  # every branch is done, but the map's own commit is not
+        if self.replay_only:
+            done = self.state.completed(path)
+            if done is not None:  # walked into for a stop that is not in any branch
+                return done.output
+            # Every branch is done, but the map's own commit is not.
             self.frontier.append(path)
             raise _Frontier(path)
         await self.append([self._completed(step, site, results)], sync=True)

@@ -451,6 +451,43 @@ class Runtime:
                 )
             return await self._continue(state, None, reason="retry")
 
+    async def fork(
+        self,
+        source_run_id: str,
+        /,
+        *,
+        at: str,
+        run_id: str | None = None,
+        input: object = SAME_INPUT,
+        workflow: Workflow | str | os.PathLike[str] | None = None,
+        model_slots: Mapping[str, ModelSlot] | None = None,
+        prompts: Mapping[str, Mapping[str, JsonValue]] | None = None,
+        policy: Mapping[str, RetryPolicy | Mapping[str, JsonValue]] | None = None,
+    ) -> RunResult:
+        """Start a new run that keeps ``source_run_id``'s work before step path ``at``.
+
+        The completed steps the source's walk reaches before ``at`` are copied into the
+        new run's log and replayed (no function, model or tool is called for them); ``at``
+        and every step after it run anew, with the changes: ``input`` (default: the
+        source's), ``workflow`` (an edited workflow: every kept step must be defined as
+        it was), ``model_slots`` (added to or replacing this runtime's, for this call),
+        ``prompts`` (step id → ``{"instructions", "prompt"}`` of an agent step or agent
+        decision) and ``policy`` (step id → its retry policy). The source is not changed.
+        See docs/runtime.md, "Fork". Raises ``InvalidForkPointError`` (nothing written)
+        when ``at`` cannot be a fork point.
+        """
+        return await fork_run(
+            self,
+            source_run_id,
+            at=at,
+            run_id=run_id,
+            input=input,
+            workflow=workflow,
+            model_slots=model_slots,
+            prompts=prompts,
+            policy=policy,
+        )
+
     async def replay(self, run_id: str) -> ReplayResult:
         """Rebuild ``run_id``'s state from its log; calls nothing external, writes nothing."""
         await self.open()
@@ -676,16 +713,7 @@ class Runtime:
                 )
             reason = "retry" if retry_failed and state.status is RunStatus.FAILED else "resume"
             return await self._continue(state, version, reason=reason)
-        try:
-            # One level at a time: ``mkdir(parents=True)`` gives the parents it creates
-            # the default mode, which would leave ``runs/<runId>`` readable by others.
-            run_dir = self.data_dir.run_dir(run_id)
-            for directory in (run_dir, self.data_dir.harness_dir(run_id)):
-                directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-        except OSError as exc:
-            raise StorageError(
-                f"cannot create the scratch directory of run {run_id!r}: {exc}"
-            ) from exc
+        self.make_run_dirs(run_id)
         execution = RunExecution(self, version, RunState(run_id=run_id))
         await execution.append(
             [
@@ -707,6 +735,19 @@ class Runtime:
         # must leave a run that `resume <id>` finds and the run index shows.
         await execution.writer.drain()
         return await self._drive(execution)
+
+    def make_run_dirs(self, run_id: str) -> None:
+        """Create ``runs/<runId>/harness/`` (0700) for a new run."""
+        try:
+            # One level at a time: ``mkdir(parents=True)`` gives the parents it creates
+            # the default mode, which would leave ``runs/<runId>`` readable by others.
+            run_dir = self.data_dir.run_dir(run_id)
+            for directory in (run_dir, self.data_dir.harness_dir(run_id)):
+                directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StorageError(
+                f"cannot create the scratch directory of run {run_id!r}: {exc}"
+            ) from exc
 
     async def _continue(
         self, state: RunState, version: WorkflowVersion | None, *, reason: str
@@ -750,8 +791,19 @@ class Runtime:
         await execution.append([RunResumed(reason=reason, pid=os.getpid())], sync=False)
         return await self._drive(execution)
 
-    async def _check_drift(self, state: RunState, version: WorkflowVersion, depth: int = 0) -> None:
-        """Raise ``CapabilityDriftError`` if an unfinished session's manifest changed."""
+    async def _check_drift(
+        self,
+        state: RunState,
+        version: WorkflowVersion,
+        depth: int = 0,
+        root: tuple[RunState, WorkflowVersion] | None = None,
+    ) -> None:
+        """Raise ``CapabilityDriftError`` if an unfinished session's manifest changed.
+
+        ``root`` is the run being resumed, which the error offers to fork (at the step
+        that holds the drifted session, or the sub-run that does).
+        """
+        root = root or (state, version)
         for session in state.sessions.values():
             if session.completed or session.manifest_hash is None or session.step_path is None:
                 continue
@@ -761,7 +813,11 @@ class Runtime:
                 continue
             if manifest_hash(manifest) != session.manifest_hash:
                 error = drift_error(
-                    run_id=state.run_id, role=session.role, old=session.manifest, new=manifest
+                    run_id=state.run_id,
+                    role=session.role,
+                    old=session.manifest,
+                    new=manifest,
+                    fork=await fork_hint(self, *root),
                 )
                 if error is not None:
                     raise error
@@ -773,7 +829,7 @@ class Runtime:
                 sub_state = fold(sub_run_id, records)
                 if not sub_state.finished:
                     sub_version = await self.catalog.load(sub_state.workflow_version_id)
-                    await self._check_drift(sub_state, sub_version, depth + 1)
+                    await self._check_drift(sub_state, sub_version, depth + 1, root)
 
     async def _drive(self, execution: RunExecution) -> RunResult:
         output = await execution.execute()
