@@ -93,9 +93,14 @@ def resume(options: Options, *, run_id: str, progress: bool | None) -> None:
             return await runtime.resume(run_id)
 
     result = execute(options, work)
+    calls = (
+        f"; {result.replayed_calls} model/tool call(s) replayed, {result.made_calls} made"
+        if result.replayed_calls or result.made_calls
+        else ""
+    )
     click.echo(
         f"run {result.run_id} completed: {result.replayed_steps} step(s) replayed from the log, "
-        f"{result.executed_steps} executed",
+        f"{result.executed_steps} executed{calls}",
         err=True,
     )
     print_json(result.output)

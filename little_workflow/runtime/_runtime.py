@@ -67,6 +67,7 @@ from little_workflow.runtime._outer import (
 from little_workflow.runtime._outer import status as outer_loop_status
 from little_workflow.runtime._sessions import session_manifest, step_at, unfinished_sub_runs
 from little_workflow.runtime._state import RunState, fold
+from little_workflow.runtime._tally import counting
 from little_workflow.runtime._workflows import WorkflowCatalog, WorkflowVersion
 from little_workflow.storage import (
     DEFAULT_INLINE_BYTES,
@@ -95,6 +96,10 @@ class RunResult:
     #: Steps whose recorded result this call reused instead of running them.
     replayed_steps: int
     state: RunState
+    #: Model and tool calls (agent sessions, sub-runs included) answered from the log.
+    replayed_calls: int = 0
+    #: Model and tool calls this call made.
+    made_calls: int = 0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -832,8 +837,11 @@ class Runtime:
                     await self._check_drift(sub_state, sub_version, depth + 1, root)
 
     async def _drive(self, execution: RunExecution) -> RunResult:
-        output = await execution.execute()
+        with counting() as tally:
+            output = await execution.execute()
         return RunResult(
+            replayed_calls=tally.replayed.total(),
+            made_calls=tally.made.total(),
             run_id=execution.run_id,
             status=execution.state.status,
             output=output,

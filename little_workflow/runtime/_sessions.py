@@ -44,6 +44,7 @@ from little_workflow.lwir import (
     parse_step_path,
 )
 from little_workflow.runtime._state import RunState
+from little_workflow.runtime._tally import current as current_tally
 
 if TYPE_CHECKING:
     from little_workflow.runtime._runtime import Runtime
@@ -56,6 +57,12 @@ __all__ = ["SessionRecorder", "session_manifest", "step_at", "unfinished_sub_run
 def _error_code(exc: BaseException) -> str:
     code = getattr(exc, "error_code", None) or getattr(exc, "code", None)
     return code if isinstance(code, str) else type(exc).__name__
+
+
+def _count_made(unit: Unit) -> None:
+    tally = current_tally()
+    if tally is not None and unit.kind in ("model", "tool"):
+        tally.made[unit.kind] += 1
 
 
 class SessionRecorder:
@@ -86,6 +93,9 @@ class SessionRecorder:
         entry = self.memo.lookup(unit.path, unit.identity)
         if entry is None:
             return None
+        tally = current_tally()
+        if tally is not None:
+            tally.replayed[unit.kind] += 1
         if entry.ok:
             return Recorded(value=entry.value)
         detail = entry.value if isinstance(entry.value, dict) else {}
@@ -103,11 +113,15 @@ class SessionRecorder:
             return None
         session = self.state.sessions.get(self.session_id)
         call = None if session is None else session.calls.get(unit.path)
-        return None if call is None or call.done else call.detail
+        if call is None or call.done:
+            return None
+        _count_made(unit)  # cut off by the crash: it is made again, from its recorded start
+        return call.detail
 
     async def started(self, unit: Unit) -> None:
         """``harness.model.called`` / ``harness.tool_call.started``."""
         detail = unit.detail
+        _count_made(unit)
         if unit.kind == "model":
             slot = detail.get("slot")
             # model_construct: the request is a pydantic dump already, plain JSON; validating

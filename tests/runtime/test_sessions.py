@@ -192,6 +192,8 @@ async def test_a_model_call_with_its_response_is_replayed(tmp_path: Path) -> Non
     assert provider.calls == 2  # turns 1 and 2; turn 0 was replayed
     assert [len(request.messages) for request in provider.requests] == [4, 6]
     assert tools.calls == [("lookup", "Ada"), ("score", 7)]
+    # The result says so: one call answered from the log, four made (two models, two tools).
+    assert (result.replayed_calls, result.made_calls) == (1, 4)
     assert calls_to(log, "harness.model.called", TURN0) == 1
     assert calls_to(log, "harness.model.responded", TURN0) == 1
     assert types(log).count("harness.session.started") == 1
@@ -213,6 +215,7 @@ async def test_a_tool_call_with_its_result_is_replayed(tmp_path: Path) -> None:
     assert result.output == "Ada scores 70"
     assert tools.calls == [("score", 7)]  # lookup's recorded result was used
     assert provider.calls == 2
+    assert (result.replayed_calls, result.made_calls) == (2, 3)
     # The replayed result is what the model reads in the next turn.
     assert provider.requests[0].messages[-1].content == '{"name": "Ada", "years": 7}'
     assert calls_to(log, "harness.tool_call.succeeded", LOOKUP) == 1
@@ -297,6 +300,8 @@ async def test_an_in_flight_model_call_is_made_again(tmp_path: Path) -> None:
     assert provider.calls == 2  # turn 1 again (it was in flight), then turn 2
     assert len(provider.requests[0].messages) == 4
     assert tools.calls == [("score", 7)]
+    # turn 0 and lookup replayed; turn 1 (again), score and turn 2 made
+    assert (result.replayed_calls, result.made_calls) == (2, 3)
     assert calls_to(log, "harness.model.called", TURN1) == 1
     assert calls_to(log, "harness.model.responded", TURN1) == 1
 
