@@ -144,10 +144,11 @@ def _child_env() -> dict[str, str]:
     env = dict(os.environ)
     paths = [*_LIBRARY, str(REPO), env.get("PYTHONPATH")]
     env["PYTHONPATH"] = os.pathsep.join(filter(None, paths))
-    # The peers' telemetry and update checks would reach the network.
-    env.setdefault("DBOS__CLOUD", "false")
-    env.setdefault("LANGCHAIN_TRACING_V2", "false")
-    env.setdefault("LANGSMITH_TRACING", "false")
+    # LangSmith tracing stays off even if the caller's environment turns it on: it would
+    # reach the network and add its own cost to LangGraph's rows. (DBOS only connects
+    # out when given a Conductor key, which the harness never passes.)
+    env["LANGCHAIN_TRACING_V2"] = "false"
+    env["LANGSMITH_TRACING"] = "false"
     return env
 
 
@@ -415,7 +416,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         action="store_true",
         help="a ~1-minute smoke: 1 round, 200 steps, 60-step history",
     )
-    parser.add_argument("--rounds", type=int, help="interleaved rounds (default 3; --quick 1)")
+    parser.add_argument("--rounds", type=int, help="interleaved rounds (default 5; --quick 1)")
     parser.add_argument(
         "--steps", type=int, help="steps per run in workloads 1 and 2 (default 1000; --quick 200)"
     )
@@ -472,7 +473,7 @@ def main(argv: list[str] | None = None) -> int:
     _reexec(args)
     # A plain kill then unwinds like Ctrl-C: the temporary files and schemas go too.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    rounds = args.rounds or (1 if args.quick else 3)
+    rounds = args.rounds or (1 if args.quick else 5)
     steps = args.steps or (200 if args.quick else 1000)
     history_steps = args.history_steps or (60 if args.quick else 300)
     only = set(args.only.split(","))
