@@ -680,12 +680,19 @@ class RunExecution:
             await self.append([started], sync=False)
         # A replay runs the branches one after another, in item order: it does no I/O, so
         # concurrency buys nothing, and a stop (a fork point) must see a fixed order.
-        semaphore = asyncio.Semaphore(1 if self.replay_only else step.concurrency)
+        limit = 1 if self.replay_only else step.concurrency
+        semaphore = asyncio.Semaphore(limit)
         results: list[Any] = [None] * len(items)
         pending = False
+        # Branches not yet finished, counted from the start: the writer groups the
+        # commits of branches that complete together (``RunWriter``, "Group commit"), and
+        # the first to complete must already know that others are on their way.
+        writer = self.writer
+        unfinished = len(items) if limit > 1 else 0
+        writer.branches += unfinished
 
         async def branch(index: int) -> None:
-            nonlocal pending
+            nonlocal pending, unfinished
             async with semaphore:
                 branch_scope: Scope = {
                     "input": scope["input"],
@@ -699,6 +706,10 @@ class RunExecution:
                     )
                 except _Frontier:
                     pending = True
+                finally:
+                    if unfinished:
+                        unfinished -= 1
+                        writer.branches -= 1
 
         try:
             async with asyncio.TaskGroup() as group:
@@ -707,6 +718,10 @@ class RunExecution:
         except BaseExceptionGroup as group_error:
             first = _first_failure(group_error)
             raise first from first.__cause__
+        finally:
+            # Branches cancelled before they started never ran their own ``finally``.
+            writer.branches -= unfinished
+            unfinished = 0
         if pending:
             raise _Frontier(path)
         if self.replay_only:

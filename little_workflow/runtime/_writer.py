@@ -13,6 +13,22 @@ Two kinds of append, and why they differ:
   needs: the step they describe had not completed, and it runs again either way.
 
 A step therefore costs one commit, not two: the cost of its durability and little more.
+
+**Group commit.** While map branches run side by side (``branches`` > 1), durable appends
+queue and one leader task commits everything queued in one transaction, with one fsync;
+each caller returns once the commit holding its events has returned, so the rule above
+holds per caller. A SQLite commit runs in the loop thread without yielding (see
+``storage/_sqlite_db.py``), so nothing can join a commit "in flight": the batch forms
+instead from the branches that reach their completion in the same turn of the loop (the
+leader is a task, so it first runs after all of them), and on an async backend
+(Postgres) also from those that arrive while a commit awaits the server. If a grouped
+commit fails, each request is committed alone, so an error (a payload over the limit)
+reaches its own caller only. A caller cancelled before its batch is taken writes
+nothing; one cancelled after may still commit, and its events are folded as any other.
+Rejected: grouping every durable append (one walk alone gains nothing and would pay a
+task per step), and waiting a fixed time for more requests (it adds latency to every
+commit and still misses the branches that take longer).
+
 Rejected: committing the attempt without fsync (``synchronous=NORMAL``) before the step
 runs. It is durable against a process kill, but a second commit per step still costs
 about 35 µs plus a ``PRAGMA`` switch, a third of a step's whole budget, to record
@@ -66,6 +82,11 @@ class RunWriter:
         self._lock = asyncio.Lock()
         self._timer: asyncio.TimerHandle | None = None
         self._flushing: asyncio.Task[None] | None = None
+        #: Map branches of this run running now; durable appends are grouped while > 1.
+        self.branches = 0
+        #: Durable appends waiting for the leader (see "Group commit" above).
+        self._queue: list[tuple[Sequence[Event], asyncio.Future[None]]] = []
+        self._leader: asyncio.Task[None] | None = None
 
     def _fold(self, events: Sequence[Event], first_seq: int) -> None:
         now = time.time()
@@ -78,7 +99,10 @@ class RunWriter:
     async def append(self, events: Sequence[Event], *, sync: bool) -> None:
         """Append ``events``: durably now (``sync=True``), or write-behind."""
         if sync:
-            await self._commit(events, sync=True)
+            if self.branches > 1 or self._leader is not None:
+                await self._grouped(events)
+            else:
+                await self._commit(events, sync=True)
         elif self._lock.locked():
             # A commit is under way (waiting for another process): hold these after its
             # events, which it folds when it returns.
@@ -135,6 +159,64 @@ class RunWriter:
             if self.crash is not None:
                 self.crash.committed(len(batch))
 
+    async def _grouped(self, events: Sequence[Event]) -> None:
+        loop = asyncio.get_running_loop()
+        waiter: asyncio.Future[None] = loop.create_future()
+        self._queue.append((events, waiter))
+        if self._leader is None:
+            self._leader = loop.create_task(self._lead(), name=f"commits of run {self.run_id}")
+        await waiter
+
+    async def _lead(self) -> None:
+        """Commit what is queued, one batch per commit, until the queue is empty."""
+        try:
+            while self._queue:
+                # A caller cancelled while queued gave up its request: nothing of it is written.
+                requests = [request for request in self._queue if not request[1].done()]
+                self._queue = []
+                if not requests:
+                    continue
+                try:
+                    if len(requests) == 1:
+                        await self._commit(requests[0][0], sync=True)
+                    else:
+                        await self._commit(
+                            [event for events, _ in requests for event in events], sync=True
+                        )
+                except asyncio.CancelledError:
+                    for _, waiter in requests:
+                        waiter.cancel()
+                    raise
+                except Exception as error:
+                    if len(requests) == 1:
+                        _resolve(requests[0][1], error)
+                    else:
+                        await self._one_by_one(requests)
+                    continue
+                for _, waiter in requests:
+                    _resolve(waiter, None)
+        finally:
+            self._leader = None
+            for _, waiter in self._queue:
+                waiter.cancel()
+            self._queue = []
+
+    async def _one_by_one(
+        self, requests: list[tuple[Sequence[Event], asyncio.Future[None]]]
+    ) -> None:
+        """After a grouped commit failed: commit each request alone, errors to their callers."""
+        for index, (events, waiter) in enumerate(requests):
+            try:
+                await self._commit(events, sync=True)
+            except asyncio.CancelledError:
+                for _, rest in requests[index:]:
+                    rest.cancel()
+                raise
+            except Exception as error:
+                _resolve(waiter, error)
+            else:
+                _resolve(waiter, None)
+
     async def _settle(self, expected: int, held: list[Event], events: Sequence[Event]) -> None:
         # Reads wait for this process's pending writes, so this sees the batch if it landed.
         landed = await self.log.last_seq(self.run_id)
@@ -145,14 +227,26 @@ class RunWriter:
             self._held = held + self._held
 
     async def drain(self) -> None:
-        """Commit any held events now (without fsync); wait for a flush under way."""
+        """Commit any held events now (without fsync); wait for a flush or a group commit."""
         if self._held:
             await self._commit((), sync=False)
         if self._flushing is not None:
             await asyncio.gather(self._flushing, return_exceptions=True)
+        if self._leader is not None:
+            await asyncio.gather(self._leader, return_exceptions=True)
 
     def discard(self) -> None:
         """Stop the flush timer (the execution is being abandoned)."""
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
+
+
+def _resolve(waiter: asyncio.Future[None], error: Exception | None) -> None:
+    """Hand a queued caller its outcome, unless it stopped waiting (was cancelled)."""
+    if waiter.done():
+        return
+    if error is None:
+        waiter.set_result(None)
+    else:
+        waiter.set_exception(error)

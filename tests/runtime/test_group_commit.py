@@ -1,0 +1,199 @@
+"""Group commit (``RunWriter``): concurrent durable appends share transactions and fsyncs.
+
+Each caller must return only once its own events are durable; a caller cancelled while
+queued writes nothing; an error reaches only the caller whose events caused it; and a
+process killed while branches are queued for a commit loses only what no commit held:
+after a resume, no branch whose ``StepCompleted`` was committed runs again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, cast
+
+import pytest
+
+from little_workflow.errors import PayloadTooLargeError
+from little_workflow.events import Event, RunStarted, StepAttemptStarted, StepCompleted
+from little_workflow.runtime._state import RunState, fold
+from little_workflow.runtime._writer import RunWriter
+from little_workflow.storage import EventLog, open_event_log
+
+from .support import FLOWS, REPO, read_calls
+
+RUN = "run_group"
+
+
+class Recording:
+    """An event log that counts commits, and can hold one back or refuse a poisoned batch."""
+
+    def __init__(self, inner: EventLog) -> None:
+        self.inner = inner
+        self.commits: list[int] = []
+        self.gate: asyncio.Event | None = None
+        self.poison: str | None = None
+
+    async def append(
+        self,
+        run_id: str,
+        events: Sequence[Event],
+        *,
+        sync: bool = True,
+        expected_seq: int | None = None,
+    ) -> list[int]:
+        if self.gate is not None:
+            gate, self.gate = self.gate, None
+            await gate.wait()
+        if self.poison is not None and any(
+            getattr(event, "step_path", None) == self.poison for event in events
+        ):
+            raise PayloadTooLargeError("poisoned", where=self.poison, size=2, limit=1)
+        seqs = await self.inner.append(run_id, events, sync=sync, expected_seq=expected_seq)
+        self.commits.append(len(events))
+        return seqs
+
+    async def last_seq(self, run_id: str) -> int:
+        return await self.inner.last_seq(run_id)
+
+
+def completed(path: str) -> StepCompleted:
+    return StepCompleted(step_path=path, step_id=path, kind="execute", output=path)
+
+
+def committed_paths(db: Path) -> set[str]:
+    """Step paths whose ``StepCompleted`` another connection sees committed."""
+    conn = sqlite3.connect(db)
+    try:
+        rows = conn.execute("SELECT data FROM events WHERE type = 'StepCompleted'").fetchall()
+    finally:
+        conn.close()
+    return {json.loads(data)["stepPath"] for (data,) in rows}
+
+
+async def open_writer(tmp_path: Path) -> tuple[RunWriter, Recording, Path]:
+    db = tmp_path / "events.db"
+    log = Recording(await open_event_log(f"sqlite:///{db}"))
+    writer = RunWriter(cast(EventLog, log), RunState(run_id=RUN))
+    started = RunStarted(workflow_name="w", definition_hash="sha256:0", workflow_version_id="wv_0")
+    await writer.append([started], sync=True)
+    log.commits.clear()
+    return writer, log, db
+
+
+async def test_concurrent_durable_appends_share_commits_and_are_durable_on_return(
+    tmp_path: Path,
+) -> None:
+    writer, log, db = await open_writer(tmp_path)
+    writer.branches = 20
+    seen: dict[str, set[str]] = {}
+
+    async def branch(index: int) -> None:
+        path = f"s{index}"
+        await writer.append(
+            [StepAttemptStarted(step_path=path, step_id=path, kind="execute")], sync=False
+        )
+        await writer.append([completed(path)], sync=True)
+        # Durable on return: another connection sees the commit that holds it.
+        seen[path] = committed_paths(db)
+
+    await asyncio.gather(*(branch(index) for index in range(20)))
+    assert len(log.commits) < 20
+    assert sum(log.commits) == 40
+    assert all(path in paths for path, paths in seen.items())
+    # The folded state is the fold of the log.
+    records = await log.inner.read(RUN)
+    assert writer.state.last_seq == records[-1].seq == 41
+    assert {p: r.status for p, r in writer.state.steps.items()} == {
+        p: r.status for p, r in fold(RUN, records).steps.items()
+    }
+    await log.inner.close()
+
+
+async def test_an_append_that_finds_a_commit_in_flight_goes_in_the_next_batch(
+    tmp_path: Path,
+) -> None:
+    writer, log, db = await open_writer(tmp_path)
+    writer.branches = 3
+    gate = log.gate = asyncio.Event()
+    first = asyncio.create_task(writer.append([completed("a")], sync=True))
+    await asyncio.sleep(0)  # the caller queues and starts the leader
+    await asyncio.sleep(0)  # the leader's commit is in flight, held at the gate
+    assert log.gate is None
+    second = asyncio.create_task(writer.append([completed("b")], sync=True))
+    third = asyncio.create_task(writer.append([completed("c")], sync=True))
+    await asyncio.sleep(0)
+    third.cancel()  # cancelled while queued: nothing of it is written
+    gate.set()
+    await first
+    await second
+    with pytest.raises(asyncio.CancelledError):
+        await third
+    assert log.commits == [1, 1]
+    assert committed_paths(db) == {"a", "b"}
+    assert writer.state.completed("c") is None
+    await log.inner.close()
+
+
+async def test_a_failed_group_commit_fails_only_the_caller_that_caused_it(tmp_path: Path) -> None:
+    writer, log, db = await open_writer(tmp_path)
+    writer.branches = 5
+    log.poison = "s2"
+
+    async def branch(index: int) -> str:
+        try:
+            await writer.append([completed(f"s{index}")], sync=True)
+        except PayloadTooLargeError:
+            return "refused"
+        return "durable"
+
+    outcomes = await asyncio.gather(*(branch(index) for index in range(5)))
+    assert outcomes == ["durable", "durable", "refused", "durable", "durable"]
+    assert committed_paths(db) == {"s0", "s1", "s3", "s4"}
+    assert set(writer.state.steps) == {"s0", "s1", "s3", "s4"}
+    await log.inner.close()
+
+
+def run_cli(data_dir: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "little_workflow", "--data-dir", str(data_dir), *args],
+        cwd=REPO,
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+@pytest.mark.slow
+def test_sigkill_while_branches_wait_for_a_group_commit_loses_only_uncommitted_work(
+    tmp_path: Path,
+) -> None:
+    data_dir, calls = tmp_path / "data", tmp_path / "calls"
+    items = list(range(40))
+    args = ("run", str(FLOWS / "group_map.yaml"), "--input", json.dumps({"items": items}))
+    env: dict[str, Any] = {"LW_TEST_CALLS": str(calls), "LW_TEST_KILL_AT": "25"}
+    killed = run_cli(data_dir, env, *args, "--run-id", "run_killed")
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    durable = committed_paths(data_dir / "little-workflow.db")
+    before = [path for _, path, _ in read_calls(calls)]
+    # Batches landed before the kill (the branches nap 0-39 ms), and not all of them.
+    assert 0 < len(durable) < len(items)
+    assert len(before) == len(items)
+
+    resumed = run_cli(data_dir, {"LW_TEST_CALLS": str(calls)}, "resume", "run_killed")
+    assert resumed.returncode == 0, resumed.stderr
+    assert json.loads(resumed.stdout) == [index * index for index in items]
+    after = [path for _, path, _ in read_calls(calls)][len(before) :]
+    assert not set(after) & durable
+    assert set(after) == {f"fan[{index}].square" for index in items} - durable
+    assert max(Counter(before + after).values()) <= 2
