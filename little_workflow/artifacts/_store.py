@@ -21,7 +21,8 @@ Outside a run every put is a new artifact.
 
 File I/O runs inline, as the file KV store does (see ``storage._file``): the API is
 synchronous, so a step or tool may call it whether it is sync or async, and so may the
-command line. Objects that lost their last manifest are not collected (yet).
+command line. Objects that lost their last manifest are collected by ``sweep_objects``
+(``Runtime.gc``), which spares any younger than its grace period.
 
 Rejected: one directory per artifact holding content and manifest (identical bytes
 stored again for every run that makes them); a single index file (every put would
@@ -36,7 +37,7 @@ import errno
 import hashlib
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from little_workflow.artifacts._manifest import (
@@ -57,6 +58,7 @@ from little_workflow.errors import (
 )
 from little_workflow.ids import validate_id
 from little_workflow.platform._atomic import atomic_write
+from little_workflow.storage._blobs_file import restore_aside, sweep_file
 
 __all__ = ["ArtifactStore"]
 
@@ -164,9 +166,13 @@ class ArtifactStore:
         path = self._object_path(digest)
         try:
             if path.stat().st_size == len(content):
-                return  # the same bytes, stored whole (objects are only ever renamed in)
+                # The same bytes, stored whole (objects are only ever renamed in). Touched:
+                # the collector spares objects younger than its grace period, and this
+                # one is about to be named by a manifest again.
+                os.utime(path)
+                return
         except FileNotFoundError:
-            pass
+            pass  # never written, or swept since (see ``sweep_objects``): written below
         except OSError as exc:
             raise StorageError(f"cannot read {str(path)!r}: {exc.strerror or exc}") from exc
         self._make_dirs(path.parent)
@@ -203,7 +209,12 @@ class ArtifactStore:
         manifest = self.get(artifact_id)
         path = self._object_path(manifest.sha256)
         try:
-            content = _read(path)
+            try:
+                content = _read(path)
+            except ArtifactNotFoundError:
+                # A sweep killed while it had this object moved aside: put it back.
+                restore_aside(path.parent, path.name)
+                content = _read(path)
         except ArtifactNotFoundError as exc:
             raise CorruptDataError(
                 f"the content of artifact {artifact_id!r} ({str(path)!r}) is missing"
@@ -264,6 +275,70 @@ class ArtifactStore:
             )
         atomic_write(dest, content)
         return dest
+
+    # --- retention ---------------------------------------------------------------------
+
+    def delete_runs(self, run_ids: Iterable[str]) -> builtins.list[ArtifactManifest]:
+        """Delete the manifests of every artifact the named runs made; return them.
+
+        The content objects stay until ``sweep_objects``: other artifacts may share them.
+        A manifest that cannot be read raises ``CorruptDataError`` before any is deleted.
+        """
+        wanted = {validate_id(run_id, what="run id") for run_id in run_ids}
+        doomed = [manifest for manifest in self.list() if manifest.run_id in wanted]
+        directory = self.root / "manifests"
+        for manifest in doomed:
+            path = self._manifest_path(manifest.artifact_id)
+            try:
+                path.unlink(missing_ok=True)
+            except OSError as exc:
+                raise StorageError(f"cannot delete {str(path)!r}: {exc.strerror or exc}") from exc
+        if doomed:
+            _fsync_dir(directory)
+        return doomed
+
+    def sweep_objects(self, *, grace: float) -> builtins.list[tuple[str, int]]:
+        """Delete content objects no manifest names, last written ``grace`` seconds ago or
+        more; return their (SHA-256, size).
+
+        A put writes (or touches) its object before its manifest, so an object younger
+        than ``grace`` may belong to a put in flight, and is spared. Each object is moved
+        aside before it is judged, so a put that touches it meanwhile either shows in its
+        time (it is put back) or finds it gone and writes it again.
+        """
+        named = {manifest.sha256 for manifest in self.list()}
+        objects = self.root / "objects"
+        cutoff = time.time() - grace
+        swept: builtins.list[tuple[str, int]] = []
+        try:
+            shards = sorted(os.listdir(objects))
+        except FileNotFoundError:
+            return swept
+        except OSError as exc:
+            raise StorageError(f"cannot list {str(objects)!r}: {exc.strerror or exc}") from exc
+        for shard_name in shards:
+            shard = objects / shard_name
+            restore_aside(shard)
+            try:
+                entries = sorted(os.listdir(shard))
+            except (NotADirectoryError, FileNotFoundError):
+                continue
+            except OSError as exc:
+                raise StorageError(f"cannot list {str(shard)!r}: {exc.strerror or exc}") from exc
+            removed = False
+            for name in entries:
+                if name.startswith(_TEMP_PREFIX) or name in named:
+                    continue  # a temp file, or one a killed sweep left aside (put back above)
+                try:
+                    stat = sweep_file(shard / name, cutoff)
+                except OSError as exc:
+                    raise StorageError(f"cannot sweep {str(shard / name)!r}: {exc}") from exc
+                if stat is not None:
+                    swept.append((name, stat.st_size))
+                    removed = True
+            if removed:
+                _fsync_dir(shard)
+        return swept
 
     def find(self, run_id: str, name: str) -> ArtifactManifest | None:
         """The latest artifact named ``name`` that ``run_id`` made, if any."""

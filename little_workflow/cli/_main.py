@@ -209,7 +209,16 @@ def cli(
 
 def main() -> None:
     """Run the command line."""
-    from little_workflow.cli import _answer, _artifacts, _demo, _inspect, _loops, _manage, _runs
+    from little_workflow.cli import (
+        _answer,
+        _artifacts,
+        _demo,
+        _gc,
+        _inspect,
+        _loops,
+        _manage,
+        _runs,
+    )
     from little_workflow.cli._fork import register as register_fork
     from little_workflow.cli._ui import register as register_ui
 
@@ -222,4 +231,5 @@ def main() -> None:
     _demo.register(cli)
     register_ui(cli)
     register_fork(cli)
+    _gc.register(cli)
     cli()

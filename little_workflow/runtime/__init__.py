@@ -1,7 +1,7 @@
 """Runtime: LWIR runs with per-step durability (Layer A), run locks, replay and retry.
 
-``Runtime`` starts, resumes, retries and replays runs; ``fold`` turns a run's events
-into its ``RunState`` (the one reading of a log that the CLI and UI share).
+``Runtime`` starts, resumes, retries, replays and collects (``gc``) runs; ``fold`` turns a
+run's events into its ``RunState`` (the one reading of a log that the CLI and UI share).
 """
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from __future__ import annotations
 from little_workflow.runtime._datadir import DataDir
 from little_workflow.runtime._faults import CRASH_ENV, CRASH_EXIT_CODE, FAULT_ENV
 from little_workflow.runtime._functions import StepContext
+from little_workflow.runtime._gc import GcReport, KeptRun
 from little_workflow.runtime._outer import (
     Continue,
     Cycle,
@@ -32,6 +33,8 @@ __all__ = [
     "CycleRecord",
     "DataDir",
     "Done",
+    "GcReport",
+    "KeptRun",
     "OuterLoopManifest",
     "OuterLoopOutcome",
     "ReplayResult",

@@ -16,6 +16,7 @@ import json
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from types import TracebackType
 from typing import Any, cast
@@ -58,6 +59,7 @@ from little_workflow.runtime._execution import RunExecution
 from little_workflow.runtime._faults import CrashAfterEvents, FaultPoints
 from little_workflow.runtime._fork import SAME_INPUT, fork_hint, fork_run
 from little_workflow.runtime._functions import FunctionRegistry
+from little_workflow.runtime._gc import FINISHED, GcReport, collect_garbage
 from little_workflow.runtime._outer import (
     OuterLoopManifest,
     OuterLoopOutcome,
@@ -518,6 +520,37 @@ class Runtime:
             frontier=tuple(execution.frontier),
             replayed_steps=execution.replayed,
             unreached=tuple(unreached),
+        )
+
+    async def gc(
+        self,
+        older_than: timedelta | None = None,
+        *,
+        status: Iterable[RunStatus] = FINISHED,
+        keep_last: int | None = None,
+        workflow: str | None = None,
+        grace: timedelta = timedelta(hours=1),
+        dry_run: bool = False,
+    ) -> GcReport:
+        """Delete finished runs, and the blobs and artifacts no remaining run needs.
+
+        Top-level runs (each with its sub-runs) finished with a status in ``status``, of
+        ``workflow`` if given, last updated more than ``older_than`` ago and not among
+        the ``keep_last`` most recent matching ones; at least one of ``older_than`` and
+        ``keep_last`` is required. Never a run a process holds, one with a fresh cancel
+        request, a cycle of an unfinished outer loop, or one a remaining run refers to
+        (reported in ``GcReport.kept``). Blobs and artifact objects nothing refers to are
+        swept when older than ``grace``. ``dry_run`` deletes nothing and reports what
+        would go. See ``little_workflow.runtime._gc`` and docs/blobs.md.
+        """
+        return await collect_garbage(
+            self,
+            older_than=older_than,
+            status=status,
+            keep_last=keep_last,
+            workflow=workflow,
+            grace=grace,
+            dry_run=dry_run,
         )
 
     async def cancel(

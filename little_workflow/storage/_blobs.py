@@ -18,6 +18,7 @@ from __future__ import annotations
 import builtins
 import hashlib
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -114,6 +115,18 @@ class BlobStore(Protocol):
 
     async def list(self) -> builtins.list[BlobInfo]:
         """Every stored blob, sorted by digest."""
+        ...
+
+    async def sweep(self, digests: Iterable[str], *, grace: float) -> builtins.list[BlobInfo]:
+        """Delete those of ``digests`` last put at least ``grace`` seconds ago; return them.
+
+        Garbage collection's delete. Age is measured by the store's own clock (the one
+        ``created_at`` comes from), and each decision is atomic against a concurrent
+        ``put`` of the same content: the put either refreshes the blob before it is
+        judged (and it stays) or finds it gone and writes it anew. A writer that puts a
+        blob and then appends the event referring to it within ``grace`` therefore never
+        loses it, even if the blob was unreferenced when the collector looked.
+        """
         ...
 
     async def close(self) -> None:

@@ -20,6 +20,8 @@ import builtins
 import contextlib
 import os
 import secrets
+import time
+from collections.abc import Iterable
 from pathlib import Path
 
 from little_workflow.errors import BlobNotFoundError, StorageError
@@ -32,7 +34,10 @@ from little_workflow.storage._blobs import (
     verified,
 )
 
-__all__ = ["FileBlobStore"]
+__all__ = ["FileBlobStore", "restore_aside", "sweep_file"]
+
+# Where ``sweep`` moves a blob while it judges it; starts with ``.~``, so ``list`` skips it.
+_ASIDE = ".~gc."
 
 
 def _fsync_dir(path: Path) -> None:
@@ -61,6 +66,53 @@ def _write_atomically(path: Path, data: bytes) -> None:
         with contextlib.suppress(OSError):
             os.unlink(temp)
         raise StorageError(f"cannot write blob {str(path)!r}: {exc.strerror or exc}") from exc
+
+
+def sweep_file(path: Path, cutoff: float) -> os.stat_result | None:
+    """Delete ``path`` if it was last written (or touched) at ``cutoff`` or before;
+    its stat if deleted, ``None`` if kept or missing. Its directory is not fsynced.
+
+    Moved aside first, then judged: a writer that touched the file before the move shows
+    in its mtime (and it is put back); a writer after the move finds no file and writes
+    it anew. Judging in place would let a writer touch the file between the age test and
+    the unlink, and lose it.
+    """
+    aside = path.parent / f"{_ASIDE}{path.name}.{secrets.token_hex(8)}"
+    try:
+        os.rename(path, aside)
+    except FileNotFoundError:
+        return None
+    stat = os.stat(aside)
+    if stat.st_mtime > cutoff:
+        # FileExistsError: a writer wrote it anew meanwhile, the same bytes.
+        with contextlib.suppress(FileExistsError):
+            os.link(aside, path)
+        os.unlink(aside)
+        return None
+    os.unlink(aside)
+    return stat
+
+
+def restore_aside(directory: Path, name: str | None = None) -> None:
+    """Put back the files (all, or ``name``) a ``sweep_file`` killed mid-way left aside.
+
+    Put back, not deleted: the sweep had not decided yet, and a file it was about to keep
+    may be referenced. The next sweep judges them again.
+    """
+    try:
+        entries = [entry.name for entry in os.scandir(directory)]
+    except (FileNotFoundError, NotADirectoryError):
+        return
+    for entry in entries:
+        if not entry.startswith(_ASIDE):
+            continue
+        original = entry[len(_ASIDE) :].partition(".")[0]
+        if not original or (name is not None and original != name):
+            continue
+        with contextlib.suppress(FileExistsError, FileNotFoundError):
+            os.link(directory / entry, directory / original)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(directory / entry)
 
 
 class FileBlobStore:
@@ -92,8 +144,12 @@ class FileBlobStore:
             if path.exists():
                 # Refreshed, not rewritten: garbage collection's grace period counts from
                 # the latest put (see ``_blobs``).
-                os.utime(path)
-                return
+                try:
+                    os.utime(path)
+                except FileNotFoundError:
+                    pass  # swept since we looked (see ``sweep``): written anew below
+                else:
+                    return
             self._make_shard(path.parent)
         except OSError as exc:
             raise StorageError(
@@ -112,7 +168,14 @@ class FileBlobStore:
         try:
             data = path.read_bytes()
         except FileNotFoundError:
-            raise BlobNotFoundError(f"blob {digest} is not in {str(self.root)!r}") from None
+            # A sweep killed between moving this blob aside and judging it: put it back.
+            try:
+                restore_aside(path.parent, digest)
+                data = path.read_bytes()
+            except FileNotFoundError:
+                raise BlobNotFoundError(f"blob {digest} is not in {str(self.root)!r}") from None
+            except OSError as exc:
+                raise StorageError(f"cannot read blob {str(path)!r}: {exc}") from exc
         except OSError as exc:
             raise StorageError(f"cannot read blob {str(path)!r}: {exc}") from exc
         return verified(digest, data, where=str(path))
@@ -159,6 +222,38 @@ class FileBlobStore:
     async def list(self) -> builtins.list[BlobInfo]:
         """Every blob, sorted by digest."""
         return await asyncio.to_thread(self._list)
+
+    def _sweep(self, digests: builtins.list[str], grace: float) -> builtins.list[BlobInfo]:
+        try:
+            for shard in sorted(self.root.iterdir()) if self.root.is_dir() else []:
+                if len(shard.name) == 2 and shard.is_dir():
+                    restore_aside(shard)
+        except OSError as exc:
+            raise StorageError(f"cannot sweep blobs under {str(self.root)!r}: {exc}") from exc
+        cutoff = time.time() - grace
+        swept: builtins.list[BlobInfo] = []
+        touched: set[Path] = set()
+        for digest in digests:
+            path = self.path(digest)
+            try:
+                stat = sweep_file(path, cutoff)
+            except OSError as exc:
+                raise StorageError(f"cannot sweep blob {str(path)!r}: {exc}") from exc
+            if stat is None:
+                continue
+            touched.add(path.parent)
+            swept.append(BlobInfo(digest=digest, size=stat.st_size, created_at=stat.st_mtime))
+        try:
+            for shard in touched:
+                _fsync_dir(shard)
+        except OSError as exc:
+            raise StorageError(f"cannot sync {str(self.root)!r}: {exc}") from exc
+        return swept
+
+    async def sweep(self, digests: Iterable[str], *, grace: float) -> builtins.list[BlobInfo]:
+        """Delete those of ``digests`` put at least ``grace`` seconds ago (see ``BlobStore``)."""
+        wanted = list(dict.fromkeys(validate_digest(digest) for digest in digests))
+        return await asyncio.to_thread(self._sweep, wanted, grace)
 
     async def close(self) -> None:
         """Nothing to release."""

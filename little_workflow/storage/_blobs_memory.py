@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import builtins
 import time
+from collections.abc import Iterable
 
 from little_workflow.errors import BlobNotFoundError
 from little_workflow.storage._blobs import (
@@ -52,6 +53,17 @@ class MemoryBlobStore:
             BlobInfo(digest=digest, size=len(data), created_at=created_at)
             for digest, (data, created_at) in sorted(self.blobs.items())
         ]
+
+    async def sweep(self, digests: Iterable[str], *, grace: float) -> builtins.list[BlobInfo]:
+        """Delete those of ``digests`` put at least ``grace`` seconds ago (see ``BlobStore``)."""
+        cutoff = time.time() - grace
+        swept: builtins.list[BlobInfo] = []
+        for digest in dict.fromkeys(validate_digest(digest) for digest in digests):
+            found = self.blobs.get(digest)
+            if found is not None and found[1] <= cutoff:
+                del self.blobs[digest]
+                swept.append(BlobInfo(digest=digest, size=len(found[0]), created_at=found[1]))
+        return swept
 
     async def close(self) -> None:
         """Nothing to release."""

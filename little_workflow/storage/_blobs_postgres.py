@@ -9,6 +9,7 @@ server's clock like the event log's timestamps.
 from __future__ import annotations
 
 import builtins
+from collections.abc import Iterable
 from typing import Final
 
 from little_workflow.errors import BlobNotFoundError
@@ -31,6 +32,10 @@ _PUT: Final = (
 _GET: Final = "SELECT data FROM blobs WHERE digest = %s"
 _HAS: Final = "SELECT 1 FROM blobs WHERE digest = %s"
 _DELETE: Final = "DELETE FROM blobs WHERE digest = %s"
+_SWEEP: Final = (
+    "DELETE FROM blobs WHERE digest = ANY(%s::text[]) AND created_at <= " + _NOW + " - %s"
+    " RETURNING digest, size, created_at"
+)
 _LIST: Final = "SELECT digest, size, created_at FROM blobs ORDER BY digest"
 
 
@@ -83,6 +88,26 @@ class PostgresBlobStore:
             BlobInfo(digest=str(digest), size=int(size), created_at=float(created_at))
             for digest, size, created_at in rows
         ]
+
+    async def sweep(self, digests: Iterable[str], *, grace: float) -> builtins.list[BlobInfo]:
+        """Delete those of ``digests`` put at least ``grace`` seconds ago (see ``BlobStore``).
+
+        One statement: the age test and the delete are one atomic step under the row
+        lock a concurrent put's upsert waits for, with the server's clock.
+        """
+        wanted = list(dict.fromkeys(validate_digest(digest) for digest in digests))
+        if not wanted:
+            return []
+        doing = f"sweep {len(wanted)} blob(s)"
+        async with self.database.connection(doing) as conn:
+            cursor = await conn.execute(_SWEEP, [wanted, float(grace)])
+            rows = await cursor.fetchall()
+        swept = [
+            BlobInfo(digest=str(digest), size=int(size), created_at=float(created_at))
+            for digest, size, created_at in rows
+        ]
+        swept.sort(key=lambda info: info.digest)
+        return swept
 
     async def close(self) -> None:
         """Nothing of its own: the database's owner closes it."""

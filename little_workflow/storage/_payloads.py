@@ -633,6 +633,17 @@ class PayloadLog:
             status=status, workflow=workflow, parent_run_id=parent_run_id, limit=limit
         )
 
+    async def delete_runs(self, run_ids: Iterable[str]) -> int:
+        """See ``EventLog.delete_runs``. Blobs stay: others may share them; ``Runtime.gc``
+        sweeps those no remaining event reaches."""
+        wanted = list(run_ids)
+        deleted = await self.inner.delete_runs(wanted)
+        # A deleted run's chain heads must not seed a later run that reuses its id.
+        gone = set(wanted)
+        for key in [key for key in self._heads if key[0] in gone]:
+            del self._heads[key]
+        return deleted
+
     async def close(self) -> None:
         """Close the wrapped log (the blob store belongs to whoever opened it)."""
         await self.inner.close()

@@ -175,6 +175,16 @@ class EventLog(Protocol):
         """Runs matching every given filter, most recently created first."""
         ...
 
+    async def delete_runs(self, run_ids: Iterable[str]) -> int:
+        """Delete the events and the index rows of ``run_ids``, in one transaction.
+
+        Either every event and index row of every named run is gone, or (on an error)
+        nothing is. A run with no events is skipped. Returns the number of events
+        deleted. For retention (``Runtime.gc``): the caller makes sure no process is
+        appending to these runs.
+        """
+        ...
+
     async def close(self) -> None:
         """Release connections and files. The log is unusable afterwards."""
         ...

@@ -272,6 +272,22 @@ class SqliteEventLog:
         rows = await self.db.read(lambda conn: conn.execute(sql, params).fetchall())
         return [_run_info(row) for row in rows]
 
+    async def delete_runs(self, run_ids: Iterable[str]) -> int:
+        """Delete the named runs' events and index rows in one transaction."""
+        wanted = json.dumps(list(dict.fromkeys(validate_id(r, what="run id") for r in run_ids)))
+
+        def transaction(conn: sqlite3.Connection) -> int:
+            # One JSON array expanded by json_each: no limit on the number of ids.
+            deleted = conn.execute(
+                "DELETE FROM events WHERE run_id IN (SELECT value FROM json_each(?))", (wanted,)
+            ).rowcount
+            conn.execute(
+                "DELETE FROM runs WHERE run_id IN (SELECT value FROM json_each(?))", (wanted,)
+            )
+            return int(deleted)
+
+        return await self.db.write(transaction, sync=True)
+
     async def close(self) -> None:
         """Close the database if this log owns it."""
         if self._owns_database:

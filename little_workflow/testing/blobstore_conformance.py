@@ -100,6 +100,36 @@ class BlobStoreConformance:
         with pytest.raises(BlobNotFoundError):
             await blob_store.get(gone.digest)
 
+    async def test_sweep_deletes_only_the_named_blobs_old_enough(
+        self, blob_store: BlobStore
+    ) -> None:
+        old = await blob_store.put(b"unreferenced")
+        kept = await blob_store.put(b"referenced")
+        missing = hashlib.sha256(b"never stored").hexdigest()
+        # A long grace spares what was just put; nothing is deleted.
+        assert await blob_store.sweep([old.digest, missing], grace=3600) == []
+        assert await blob_store.has(old.digest)
+        swept = await blob_store.sweep([old.digest, missing, old.digest], grace=0)
+        assert [(info.digest, info.size) for info in swept] == [(old.digest, old.size)]
+        assert not await blob_store.has(old.digest)
+        assert [info.digest for info in await blob_store.list()] == [kept.digest]
+        assert await blob_store.get(kept.digest) == b"referenced"
+        assert await blob_store.sweep([], grace=0) == []
+
+    async def test_a_put_after_a_sweep_stores_the_blob_again(self, blob_store: BlobStore) -> None:
+        ref = await blob_store.put(b"swept, then wanted again")
+        assert len(await blob_store.sweep([ref.digest], grace=0)) == 1
+        assert await blob_store.put(b"swept, then wanted again") == ref
+        assert await blob_store.get(ref.digest) == b"swept, then wanted again"
+
+    async def test_sweep_refuses_a_malformed_digest_before_deleting(
+        self, blob_store: BlobStore
+    ) -> None:
+        ref = await blob_store.put(b"stays")
+        with pytest.raises(InvalidKeyError):
+            await blob_store.sweep([ref.digest, "../" * 10], grace=0)
+        assert await blob_store.has(ref.digest)
+
     async def test_list_is_sorted_with_sizes(self, blob_store: BlobStore) -> None:
         contents = [f"blob {i}".encode() * (i + 1) for i in range(20)]
         refs = [await blob_store.put(data) for data in contents]

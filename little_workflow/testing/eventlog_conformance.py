@@ -216,6 +216,41 @@ class EventLogConformance:
             "run_q"
         }
 
+    async def test_delete_runs_removes_events_and_index_rows(self, event_log: EventLog) -> None:
+        await event_log.append("run_p", [_started("parent"), _step(1), RunCompleted(output=1)])
+        await event_log.append("run_c", [_started("child", parent="run_p"), _step(1)])
+        await event_log.append("run_k", [_started("kept"), _step(1)])
+        assert await event_log.delete_runs(["run_p", "run_c", "run_never"]) == 5
+        for gone in ("run_p", "run_c"):
+            assert await event_log.read(gone) == []
+            assert await event_log.last_seq(gone) == 0
+            assert await event_log.get_run(gone) is None
+        assert [row.run_id for row in await event_log.list_runs()] == ["run_k"]
+        assert [record.seq for record in await event_log.read("run_k")] == [1, 2]
+        assert await event_log.list_runs(parent_run_id="run_p") == []
+        assert await event_log.delete_runs(["run_p"]) == 0  # already gone: not an error
+        assert await event_log.delete_runs([]) == 0
+        # The id is free again: a new run under it starts at 1, with a fresh index row.
+        assert await event_log.append("run_p", [_started("again")], expected_seq=0) == [1]
+        again = await event_log.get_run("run_p")
+        assert again is not None
+        assert (again.workflow, again.status, again.last_seq) == ("again", RunStatus.RUNNING, 1)
+
+    async def test_delete_runs_with_a_bad_id_deletes_nothing(self, event_log: EventLog) -> None:
+        await event_log.append("run_a", [_started(), _step(1)])
+        with pytest.raises(InvalidIdError):
+            await event_log.delete_runs(["run_a", "../escape"])
+        assert await event_log.last_seq("run_a") == 2
+        assert await event_log.get_run("run_a") is not None
+
+    async def test_delete_many_runs_at_once(self, event_log: EventLog) -> None:
+        ids = [f"run_{index}" for index in range(1500)]
+        for run_id in ids[:40]:
+            await event_log.append(run_id, [_started(), _step(1)])
+        # More ids than any backend binds as parameters in one statement.
+        assert await event_log.delete_runs(ids) == 80
+        assert await event_log.list_runs() == []
+
     async def test_list_runs_newest_first_with_limit(self, event_log: EventLog) -> None:
         for index in range(5):
             await event_log.append(f"run_{index}", [_started()])

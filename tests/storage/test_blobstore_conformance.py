@@ -93,3 +93,22 @@ async def test_file_blobs_are_sharded_and_owner_only(tmp_path: Path) -> None:
     # A write cut off before its rename leaves a temp file, which is no blob.
     (path.parent / ".~partial.0123").write_bytes(b"torn")
     assert [info.digest for info in await blobs.list()] == [ref.digest]
+
+
+async def test_a_blob_a_killed_sweep_left_aside_is_put_back(tmp_path: Path) -> None:
+    # A sweep moves a blob aside before it judges it; killed in between, the blob is
+    # neither deleted nor in place. A read and the next sweep both put it back.
+    blobs = FileBlobStore(tmp_path / "blobs")
+    first = await blobs.put(b"read back")
+    second = await blobs.put(b"swept back")
+    for ref in (first, second):
+        path = blobs.path(ref.digest)
+        path.rename(path.parent / f".~gc.{ref.digest}.0123456789abcdef")
+    assert await blobs.get(first.digest) == b"read back"
+    assert await blobs.sweep([], grace=0) == []
+    assert await blobs.get(second.digest) == b"swept back"
+    assert sorted(info.digest for info in await blobs.list()) == sorted(
+        [first.digest, second.digest]
+    )
+    leftovers = [p.name for p in (tmp_path / "blobs").rglob(".~gc.*")]
+    assert leftovers == []

@@ -6,12 +6,24 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from little_workflow.storage import EventLog, MemoryEventLog, open_event_log
+from little_workflow.storage import (
+    EventLog,
+    MemoryEventLog,
+    PayloadLog,
+    open_event_log,
+    open_store,
+)
 from little_workflow.testing import EventLogConformance
 from little_workflow.testing.eventlog_conformance import RawEventWriter
 from tests.storage import raw
 
-BACKENDS = ["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+# "payload": a PayloadLog over SQLite, which must pass everything through unchanged.
+BACKENDS = [
+    "memory",
+    "sqlite",
+    "payload",
+    pytest.param("postgres", marks=pytest.mark.postgres),
+]
 
 
 class TestEventLogConformance(EventLogConformance):
@@ -19,11 +31,19 @@ class TestEventLogConformance(EventLogConformance):
     def event_log_url(self, request: pytest.FixtureRequest) -> str | None:
         if request.param == "memory":
             return None
-        url: str = request.getfixturevalue(f"{request.param}_url")
+        backend = "sqlite" if request.param == "payload" else request.param
+        url: str = request.getfixturevalue(f"{backend}_url")
         return url
 
     @pytest.fixture
-    async def event_log(self, event_log_url: str | None) -> AsyncIterator[EventLog]:
+    async def event_log(
+        self, request: pytest.FixtureRequest, event_log_url: str | None
+    ) -> AsyncIterator[EventLog]:
+        if "payload" in request.node.callspec.id:
+            store = await open_store(event_log_url or "memory:")
+            yield PayloadLog(store.events, store.blobs)
+            await store.close()
+            return
         log = await open_event_log(event_log_url or "memory:")
         yield log
         await log.close()
