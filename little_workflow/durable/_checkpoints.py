@@ -38,7 +38,11 @@ V1_LAYER_IDS = frozenset({"working-context", "static-content", "history-window"}
 
 class _Model(BaseModel):
     model_config = ConfigDict(
-        frozen=True, extra="forbid", alias_generator=to_camel, populate_by_name=True
+        frozen=True,
+        extra="forbid",
+        alias_generator=to_camel,
+        populate_by_name=True,
+        defer_build=True,  # built on first use, not at import: see ``little_workflow.events``
     )
 
 

@@ -109,6 +109,8 @@ class _Model(BaseModel):
         alias_generator=to_camel,
         populate_by_name=True,
         allow_inf_nan=False,
+        # Schemas are built on first use, not at import: see ``little_workflow.events``.
+        defer_build=True,
     )
 
 
@@ -526,7 +528,9 @@ Step = Annotated[
     Field(discriminator="kind"),
 ]
 
-MapStep.model_rebuild()
+# ``MapStep.body`` names ``Step``, defined after it; with ``defer_build`` pydantic
+# resolves it from this module's namespace when the model is first used, so no
+# ``model_rebuild()`` here (it would build every step model at import).
 
 #: Each step kind's name (the ``kind`` field) and class, in the order of the union.
 STEP_KINDS: dict[str, type[StepBase]] = {

@@ -9,32 +9,68 @@ WebSockets.
 
 from __future__ import annotations
 
-from little_workflow.platform._local import (
-    ChildManifest,
-    LocalHandle,
-    LocalSubprocessAdapter,
-    create_local_subprocess_adapter,
-)
-from little_workflow.platform._proc import (
-    ProcessIdentity,
-    current_process,
-    is_alive,
-    process_start_time,
-)
-from little_workflow.platform._subprocess import (
-    MANIFEST_PREFIX,
-    ChildContext,
-    InProcessAdapter,
-    InProcessHandle,
-    SpawnSpec,
-    SubprocessAdapter,
-    SubprocessHandle,
-    manifest_key,
-    reference_of,
-    resolve_reference,
-    resolve_target,
-    run_target,
-)
+from typing import TYPE_CHECKING
+
+from little_workflow._lazy import lazy_exports
+
+# Imported on first use (``little_workflow._lazy``): a run needs ``_atomic`` and
+# ``_proc``, only a process that spawns or talks to children needs the adapters and IPC.
+if TYPE_CHECKING:
+    from little_workflow.platform._local import (
+        ChildManifest,
+        LocalHandle,
+        LocalSubprocessAdapter,
+        create_local_subprocess_adapter,
+    )
+    from little_workflow.platform._proc import (
+        ProcessIdentity,
+        current_process,
+        is_alive,
+        process_start_time,
+    )
+    from little_workflow.platform._subprocess import (
+        MANIFEST_PREFIX,
+        ChildContext,
+        InProcessAdapter,
+        InProcessHandle,
+        SpawnSpec,
+        SubprocessAdapter,
+        SubprocessHandle,
+        manifest_key,
+        reference_of,
+        resolve_reference,
+        resolve_target,
+        run_target,
+    )
+
+_EXPORTS: dict[str, tuple[str, ...]] = {
+    "little_workflow.platform._local": (
+        "ChildManifest",
+        "LocalHandle",
+        "LocalSubprocessAdapter",
+        "create_local_subprocess_adapter",
+    ),
+    "little_workflow.platform._proc": (
+        "ProcessIdentity",
+        "current_process",
+        "is_alive",
+        "process_start_time",
+    ),
+    "little_workflow.platform._subprocess": (
+        "MANIFEST_PREFIX",
+        "ChildContext",
+        "InProcessAdapter",
+        "InProcessHandle",
+        "SpawnSpec",
+        "SubprocessAdapter",
+        "SubprocessHandle",
+        "manifest_key",
+        "reference_of",
+        "resolve_reference",
+        "resolve_target",
+        "run_target",
+    ),
+}
 
 __all__ = [
     "MANIFEST_PREFIX",
@@ -58,3 +94,7 @@ __all__ = [
     "resolve_target",
     "run_target",
 ]
+
+# Hidden from type checkers, which then flag a name not imported above.
+if not TYPE_CHECKING:
+    __getattr__, __dir__ = lazy_exports(__name__, globals(), _EXPORTS)

@@ -26,25 +26,22 @@ from little_workflow.artifacts import StepArtifacts
 from little_workflow.codec import JsonValue
 from little_workflow.errors import ConfigError, InvalidValueError, StorageError, ToolArgumentsError
 from little_workflow.events import HarnessSessionCompleted, HarnessSessionStarted
-from little_workflow.harness._agent import agent
-from little_workflow.harness._graph import GraphStep
-from little_workflow.harness._harness import AgentHarness, ToolHook, Toolset
 from little_workflow.harness._manifest import drift_error, manifest_hash
-from little_workflow.harness._tools import tool
 from little_workflow.ids import new_id
 from little_workflow.lwir import AgentStep, DecisionStep, StepBase
-from little_workflow.runtime._planner import (
-    parse_json_answer,
-    planner_graph,
-    planner_instructions,
-)
 from little_workflow.runtime._sessions import SessionRecorder, session_manifest
 from little_workflow.runtime._state import RunState
 from little_workflow.runtime._workflows import WorkflowVersion
 
+# The harness (agent graphs, tools, model messages, with their pydantic models) and
+# ``_planner`` are imported inside the functions that run a session: ``_execution``
+# imports this module, and a run without agent steps (most resumes) should not pay
+# ~25 ms of imports for them.
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from little_workflow.harness._graph import GraphStep
+    from little_workflow.harness._harness import Toolset
     from little_workflow.runtime._execution import RunExecution, Scope, _Site
 
 __all__ = [
@@ -92,6 +89,8 @@ async def run_session(
     The manifest is the one ``session_manifest`` computes for ``step`` and ``role``, so
     the drift check at resume and this one agree.
     """
+    from little_workflow.harness._harness import AgentHarness
+
     runtime = execution.runtime
     manifest = session_manifest(runtime, execution.version, step, role)
     if manifest is None:
@@ -142,6 +141,9 @@ def _text(value: JsonValue) -> str:
 
 def _orchestrator_toolset(execution: RunExecution, step: AgentStep, path: str) -> Toolset:
     """The runtime's tools plus ``start_workflow`` over the step's pinned workflows."""
+    from little_workflow.harness._harness import ToolHook, Toolset
+    from little_workflow.harness._tools import tool
+
     available: dict[str, WorkflowVersion] = {}
     for reference in step.workflows:
         child = execution.version.child(reference)
@@ -206,6 +208,13 @@ async def run_agent_step(
     execution: RunExecution, step: AgentStep, site: _Site, scope: Scope
 ) -> JsonValue:
     """Run (or resume) the step's session; commit its output with the step's completion."""
+    from little_workflow.harness._agent import agent
+    from little_workflow.runtime._planner import (
+        parse_json_answer,
+        planner_graph,
+        planner_instructions,
+    )
+
     path = site.text
     prompt = execution._render(step.prompt, scope, step, path, "prompt")
     instructions: str | None = None
@@ -261,6 +270,9 @@ async def decide_with_agent(
 
     The caller records ``harness.session.completed`` with the step's completion.
     """
+    from little_workflow.harness._agent import agent
+    from little_workflow.runtime._planner import parse_json_answer
+
     decider = step.agent
     assert decider is not None
     path = site.text
@@ -308,6 +320,8 @@ def fixer_decisions(state: RunState, step_path: str) -> list[dict[str, JsonValue
 
 
 def _decision(answer: Any) -> dict[str, JsonValue]:
+    from little_workflow.runtime._planner import parse_json_answer
+
     try:
         value = parse_json_answer(answer, "the fixer")
     except InvalidValueError as exc:
@@ -336,6 +350,8 @@ async def run_fixer(
     The session id is ``<step path>#fix[<n>]``, ``n`` counting the step's completed
     fixes, so each consultation is its own session and a resume finds the one in flight.
     """
+    from little_workflow.harness._agent import agent
+
     fixer = getattr(step, "fixer", None)
     assert fixer is not None
     path = site.text

@@ -64,7 +64,11 @@ __all__ = [
 
 class _Model(BaseModel):
     model_config = ConfigDict(
-        extra="forbid", alias_generator=to_camel, populate_by_name=True, allow_inf_nan=False
+        extra="forbid",
+        alias_generator=to_camel,
+        populate_by_name=True,
+        allow_inf_nan=False,
+        defer_build=True,  # built on first use, not at import: see ``little_workflow.events``
     )
 
 

@@ -19,17 +19,15 @@ from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from types import TracebackType
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from little_workflow.artifacts import ArtifactStore
 from little_workflow.codec import JsonValue, dumps, sha256_digest
 from little_workflow.durable import FileLock
 from little_workflow.errors import ConfigError, RunFailedError, StorageError
 from little_workflow.events import RunCancelled, RunResumed, RunStarted, RunStatus
-from little_workflow.harness._harness import Toolset
 from little_workflow.harness._manifest import drift_error, manifest_hash
 from little_workflow.harness._slots import ModelSlot, resolve_slot
-from little_workflow.harness._tools import Tool, tool
 from little_workflow.ids import new_id, validate_id
 from little_workflow.lwir import (
     AgentStep,
@@ -82,6 +80,12 @@ from little_workflow.storage import (
     StoreSpec,
     open_store,
 )
+
+if TYPE_CHECKING:
+    # The harness is imported when a tool is registered or first looked up (``toolset``):
+    # a run of ``execute`` steps, such as most resumes, never needs it.
+    from little_workflow.harness._harness import Toolset
+    from little_workflow.harness._tools import Tool
 
 __all__ = ["ReplayResult", "RunResult", "Runtime"]
 
@@ -191,12 +195,12 @@ class Runtime:
         self._store_url = store
         self._registered = {workflow.name: workflow for workflow in workflows}
         self.functions = FunctionRegistry(functions, allow_import=import_functions)
-        if isinstance(tools, Mapping):
-            tools = [
-                value if isinstance(value, Tool) else tool(value, name=name)
-                for name, value in tools.items()
-            ]
-        self.toolset = Toolset(tools)
+        self._tools = tools
+        self._toolset: Toolset | None = None
+        if tools:
+            # Registered tools are checked now, as before; with none, ``toolset`` (and
+            # the harness import) waits until a step asks for a tool.
+            self._toolset = self._build_toolset()
         self.model_slots: dict[str, ModelSlot] = dict(model_slots or {})
         self.lock_timeout = lock_timeout
         self.sleep = sleep
@@ -207,6 +211,26 @@ class Runtime:
         #: Files the runs produce, with their manifests (``<data_dir>/artifacts/``).
         self.artifacts = ArtifactStore(self.data_dir.root)
         self._memory: tuple[MemoryStore, FileStorage | None] | None = None
+
+    @property
+    def toolset(self) -> Toolset:
+        """The tools offered to steps and agents (built on first use when none were given)."""
+        if self._toolset is None:
+            self._toolset = self._build_toolset()
+        return self._toolset
+
+    def _build_toolset(self) -> Toolset:
+        from little_workflow.harness._harness import Toolset
+        from little_workflow.harness._tools import Tool, tool
+
+        tools = self._tools
+        self._tools = ()
+        if isinstance(tools, Mapping):
+            tools = [
+                value if isinstance(value, Tool) else tool(value, name=name)
+                for name, value in tools.items()
+            ]
+        return Toolset(tools)
 
     # --- lifecycle --------------------------------------------------------------------
 

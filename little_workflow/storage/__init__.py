@@ -11,35 +11,94 @@ boundary, and every backend passes the conformance suites in
 
 from __future__ import annotations
 
-from little_workflow.storage._blobs import BlobInfo, BlobRef, BlobStore, blob_digest
-from little_workflow.storage._blobs_file import FileBlobStore
-from little_workflow.storage._blobs_memory import MemoryBlobStore
-from little_workflow.storage._file import FileStorage, create_file_storage
-from little_workflow.storage._keys import MAX_KEY_LENGTH, validate_key, validate_prefix
-from little_workflow.storage._memory import (
-    MemoryEventLog,
-    MemoryStorage,
-    create_in_memory_event_log,
-    create_in_memory_storage,
-)
-from little_workflow.storage._open import Store, open_event_log, open_storage, open_store
-from little_workflow.storage._payloads import (
-    DEFAULT_INLINE_BYTES,
-    DEFAULT_MAX_PAYLOAD_BYTES,
-    PayloadLog,
-    PayloadRef,
-    payload_refs,
-    referenced_digests,
-)
-from little_workflow.storage._protocols import (
-    EventLog,
-    ManagedStorage,
-    RunInfo,
-    StorageAdapter,
-    SupportsGetMany,
-    read_many,
-)
-from little_workflow.storage._url import SQLITE_DEFAULT_FILENAME, StoreSpec, parse_store_url
+from typing import TYPE_CHECKING
+
+from little_workflow._lazy import lazy_exports
+
+# Imported on first use (``little_workflow._lazy``): a process imports only its backends.
+if TYPE_CHECKING:
+    from little_workflow.storage._blobs import BlobInfo, BlobRef, BlobStore, blob_digest
+    from little_workflow.storage._blobs_file import FileBlobStore
+    from little_workflow.storage._blobs_memory import MemoryBlobStore
+    from little_workflow.storage._file import FileStorage, create_file_storage
+    from little_workflow.storage._keys import MAX_KEY_LENGTH, validate_key, validate_prefix
+    from little_workflow.storage._memory import (
+        MemoryEventLog,
+        MemoryStorage,
+        create_in_memory_event_log,
+        create_in_memory_storage,
+    )
+    from little_workflow.storage._open import Store, open_event_log, open_storage, open_store
+    from little_workflow.storage._payloads import (
+        DEFAULT_INLINE_BYTES,
+        DEFAULT_MAX_PAYLOAD_BYTES,
+        PayloadLog,
+        PayloadRef,
+        payload_refs,
+        referenced_digests,
+    )
+    from little_workflow.storage._protocols import (
+        EventLog,
+        ManagedStorage,
+        RunInfo,
+        StorageAdapter,
+        SupportsGetMany,
+        read_many,
+    )
+    from little_workflow.storage._url import SQLITE_DEFAULT_FILENAME, StoreSpec, parse_store_url
+
+_EXPORTS: dict[str, tuple[str, ...]] = {
+    "little_workflow.storage._blobs": (
+        "BlobInfo",
+        "BlobRef",
+        "BlobStore",
+        "blob_digest",
+    ),
+    "little_workflow.storage._blobs_file": ("FileBlobStore",),
+    "little_workflow.storage._blobs_memory": ("MemoryBlobStore",),
+    "little_workflow.storage._file": (
+        "FileStorage",
+        "create_file_storage",
+    ),
+    "little_workflow.storage._keys": (
+        "MAX_KEY_LENGTH",
+        "validate_key",
+        "validate_prefix",
+    ),
+    "little_workflow.storage._memory": (
+        "MemoryEventLog",
+        "MemoryStorage",
+        "create_in_memory_event_log",
+        "create_in_memory_storage",
+    ),
+    "little_workflow.storage._open": (
+        "Store",
+        "open_event_log",
+        "open_storage",
+        "open_store",
+    ),
+    "little_workflow.storage._payloads": (
+        "DEFAULT_INLINE_BYTES",
+        "DEFAULT_MAX_PAYLOAD_BYTES",
+        "PayloadLog",
+        "PayloadRef",
+        "payload_refs",
+        "referenced_digests",
+    ),
+    "little_workflow.storage._protocols": (
+        "EventLog",
+        "ManagedStorage",
+        "RunInfo",
+        "StorageAdapter",
+        "SupportsGetMany",
+        "read_many",
+    ),
+    "little_workflow.storage._url": (
+        "SQLITE_DEFAULT_FILENAME",
+        "StoreSpec",
+        "parse_store_url",
+    ),
+}
 
 __all__ = [
     "DEFAULT_INLINE_BYTES",
@@ -77,3 +136,7 @@ __all__ = [
     "validate_key",
     "validate_prefix",
 ]
+
+# Hidden from type checkers, which then flag a name not imported above.
+if not TYPE_CHECKING:
+    __getattr__, __dir__ = lazy_exports(__name__, globals(), _EXPORTS)

@@ -2,14 +2,31 @@
 
 ``StorageAdapterConformance``, ``EventLogConformance`` and ``BlobStoreConformance`` are
 pytest test classes:
-subclass them and provide the fixtures their docstrings name. Importing this package
-needs pytest.
+subclass them and provide the fixtures their docstrings name. Importing them needs
+pytest (this package itself does not: ``subprocess_targets`` runs in spawned children).
 """
 
 from __future__ import annotations
 
-from little_workflow.testing.blobstore_conformance import BlobStoreConformance
-from little_workflow.testing.eventlog_conformance import EventLogConformance
-from little_workflow.testing.storage_conformance import StorageAdapterConformance
+from typing import TYPE_CHECKING
+
+from little_workflow._lazy import lazy_exports
+
+# Imported on first use (``little_workflow._lazy``): a child running a target of
+# ``subprocess_targets`` must not import pytest.
+if TYPE_CHECKING:
+    from little_workflow.testing.blobstore_conformance import BlobStoreConformance
+    from little_workflow.testing.eventlog_conformance import EventLogConformance
+    from little_workflow.testing.storage_conformance import StorageAdapterConformance
+
+_EXPORTS: dict[str, tuple[str, ...]] = {
+    "little_workflow.testing.blobstore_conformance": ("BlobStoreConformance",),
+    "little_workflow.testing.eventlog_conformance": ("EventLogConformance",),
+    "little_workflow.testing.storage_conformance": ("StorageAdapterConformance",),
+}
 
 __all__ = ["BlobStoreConformance", "EventLogConformance", "StorageAdapterConformance"]
+
+# Hidden from type checkers, which then flag a name not imported above.
+if not TYPE_CHECKING:
+    __getattr__, __dir__ = lazy_exports(__name__, globals(), _EXPORTS)

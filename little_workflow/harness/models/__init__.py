@@ -9,31 +9,65 @@ wire formats, so the same script can stand behind any of the three.
 
 from __future__ import annotations
 
-from little_workflow.harness.models._anthropic import AnthropicProvider
-from little_workflow.harness.models._messages import (
-    Message,
-    ModelRequest,
-    ModelResponse,
-    Role,
-    ToolCall,
-    ToolSpec,
-    Usage,
-)
-from little_workflow.harness.models._openai import (
-    RAW_ARGUMENTS_KEY,
-    OpenAICompatibleProvider,
-    dump_arguments,
-    parse_arguments,
-)
-from little_workflow.harness.models._provider import ModelProvider
-from little_workflow.harness.models._scripted import (
-    Script,
-    ScriptedProvider,
-    ScriptFunction,
-    ScriptReply,
-    scripted,
-    to_model_response,
-)
+from typing import TYPE_CHECKING
+
+from little_workflow._lazy import lazy_exports
+
+# Imported on first use (``little_workflow._lazy``): the messages do not need the HTTP clients.
+if TYPE_CHECKING:
+    from little_workflow.harness.models._anthropic import AnthropicProvider
+    from little_workflow.harness.models._messages import (
+        Message,
+        ModelRequest,
+        ModelResponse,
+        Role,
+        ToolCall,
+        ToolSpec,
+        Usage,
+    )
+    from little_workflow.harness.models._openai import (
+        RAW_ARGUMENTS_KEY,
+        OpenAICompatibleProvider,
+        dump_arguments,
+        parse_arguments,
+    )
+    from little_workflow.harness.models._provider import ModelProvider
+    from little_workflow.harness.models._scripted import (
+        Script,
+        ScriptedProvider,
+        ScriptFunction,
+        ScriptReply,
+        scripted,
+        to_model_response,
+    )
+
+_EXPORTS: dict[str, tuple[str, ...]] = {
+    "little_workflow.harness.models._anthropic": ("AnthropicProvider",),
+    "little_workflow.harness.models._messages": (
+        "Message",
+        "ModelRequest",
+        "ModelResponse",
+        "Role",
+        "ToolCall",
+        "ToolSpec",
+        "Usage",
+    ),
+    "little_workflow.harness.models._openai": (
+        "RAW_ARGUMENTS_KEY",
+        "OpenAICompatibleProvider",
+        "dump_arguments",
+        "parse_arguments",
+    ),
+    "little_workflow.harness.models._provider": ("ModelProvider",),
+    "little_workflow.harness.models._scripted": (
+        "Script",
+        "ScriptedProvider",
+        "ScriptFunction",
+        "ScriptReply",
+        "scripted",
+        "to_model_response",
+    ),
+}
 
 __all__ = [
     "RAW_ARGUMENTS_KEY",
@@ -56,3 +90,7 @@ __all__ = [
     "scripted",
     "to_model_response",
 ]
+
+# Hidden from type checkers, which then flag a name not imported above.
+if not TYPE_CHECKING:
+    __getattr__, __dir__ = lazy_exports(__name__, globals(), _EXPORTS)

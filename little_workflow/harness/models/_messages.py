@@ -33,6 +33,8 @@ class _Model(BaseModel):
         alias_generator=to_camel,
         populate_by_name=True,
         allow_inf_nan=False,
+        # Schemas are built on first use, not at import: see ``little_workflow.events``.
+        defer_build=True,
     )
 
 

@@ -26,40 +26,88 @@ without a token.
 
 from __future__ import annotations
 
-from little_workflow.errors import (
-    AckBeyondLastSeqError,
-    FrameError,
-    FrameTooLargeError,
-    InvalidAddressError,
-    IpcAuthError,
-    IpcConnectionError,
-    IpcError,
-    IpcProtocolError,
-    SequenceGapError,
-    UnknownFrameTypeError,
-)
-from little_workflow.platform.ipc._address import IpcAddress
-from little_workflow.platform.ipc._client import (
-    DurableClient,
-    ReceivedFrame,
-    ReconnectPolicy,
-    ack_key,
-)
-from little_workflow.platform.ipc._framing import (
-    MAX_FRAME_BYTES,
-    FrameDecoder,
-    decode_json,
-    encode_frame,
-    encode_json,
-)
-from little_workflow.platform.ipc._protocol import PROTOCOL_VERSION
-from little_workflow.platform.ipc._queue import (
-    DurableOutboundQueue,
-    QueueEntry,
-    create_durable_outbound_queue,
-)
-from little_workflow.platform.ipc._server import DurableServer
-from little_workflow.platform.ipc._transport import Connection, Listener, dial, listen
+from typing import TYPE_CHECKING
+
+from little_workflow._lazy import lazy_exports
+
+# Imported on first use (``little_workflow._lazy``).
+if TYPE_CHECKING:
+    from little_workflow.errors import (
+        AckBeyondLastSeqError,
+        FrameError,
+        FrameTooLargeError,
+        InvalidAddressError,
+        IpcAuthError,
+        IpcConnectionError,
+        IpcError,
+        IpcProtocolError,
+        SequenceGapError,
+        UnknownFrameTypeError,
+    )
+    from little_workflow.platform.ipc._address import IpcAddress
+    from little_workflow.platform.ipc._client import (
+        DurableClient,
+        ReceivedFrame,
+        ReconnectPolicy,
+        ack_key,
+    )
+    from little_workflow.platform.ipc._framing import (
+        MAX_FRAME_BYTES,
+        FrameDecoder,
+        decode_json,
+        encode_frame,
+        encode_json,
+    )
+    from little_workflow.platform.ipc._protocol import PROTOCOL_VERSION
+    from little_workflow.platform.ipc._queue import (
+        DurableOutboundQueue,
+        QueueEntry,
+        create_durable_outbound_queue,
+    )
+    from little_workflow.platform.ipc._server import DurableServer
+    from little_workflow.platform.ipc._transport import Connection, Listener, dial, listen
+
+_EXPORTS: dict[str, tuple[str, ...]] = {
+    "little_workflow.errors": (
+        "AckBeyondLastSeqError",
+        "FrameError",
+        "FrameTooLargeError",
+        "InvalidAddressError",
+        "IpcAuthError",
+        "IpcConnectionError",
+        "IpcError",
+        "IpcProtocolError",
+        "SequenceGapError",
+        "UnknownFrameTypeError",
+    ),
+    "little_workflow.platform.ipc._address": ("IpcAddress",),
+    "little_workflow.platform.ipc._client": (
+        "DurableClient",
+        "ReceivedFrame",
+        "ReconnectPolicy",
+        "ack_key",
+    ),
+    "little_workflow.platform.ipc._framing": (
+        "MAX_FRAME_BYTES",
+        "FrameDecoder",
+        "decode_json",
+        "encode_frame",
+        "encode_json",
+    ),
+    "little_workflow.platform.ipc._protocol": ("PROTOCOL_VERSION",),
+    "little_workflow.platform.ipc._queue": (
+        "DurableOutboundQueue",
+        "QueueEntry",
+        "create_durable_outbound_queue",
+    ),
+    "little_workflow.platform.ipc._server": ("DurableServer",),
+    "little_workflow.platform.ipc._transport": (
+        "Connection",
+        "Listener",
+        "dial",
+        "listen",
+    ),
+}
 
 __all__ = [
     "MAX_FRAME_BYTES",
@@ -92,3 +140,7 @@ __all__ = [
     "encode_json",
     "listen",
 ]
+
+# Hidden from type checkers, which then flag a name not imported above.
+if not TYPE_CHECKING:
+    __getattr__, __dir__ = lazy_exports(__name__, globals(), _EXPORTS)

@@ -4,7 +4,8 @@ A ``Connection`` sends and receives frame dicts; the server and the client never
 which transport carries them. Unix sockets and TCP are byte streams framed by
 ``FrameDecoder``; a WebSocket message carries one JSON frame without the length prefix
 (``websockets`` enforces ``max_frame_bytes`` as ``max_size``, from the frame header,
-before reading the body).
+before reading the body). The WebSocket side lives in ``_ws``, imported only when a
+``ws://`` address is listened on or dialled.
 
 Unix sockets are created mode 0600: bound, ``chmod``-ed, and only then put to
 ``listen``, so no one can connect while the mode is still the umask's (a connect to a
@@ -34,18 +35,9 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Protocol, runtime_checkable
 
-from websockets.asyncio.client import ClientConnection
-from websockets.asyncio.client import connect as ws_connect
-from websockets.asyncio.server import Server as WsServer
-from websockets.asyncio.server import ServerConnection
-from websockets.asyncio.server import serve as ws_serve
-from websockets.exceptions import ConnectionClosed, ConnectionClosedOK, InvalidHandshake
-from websockets.frames import CloseCode
-
 from little_workflow.errors import (
     ConfigError,
     FrameError,
-    FrameTooLargeError,
     IpcConnectionError,
     IpcError,
 )
@@ -54,9 +46,7 @@ from little_workflow.platform.ipc._framing import (
     MAX_FRAME_BYTES,
     FrameDecoder,
     JsonObject,
-    decode_json,
     encode_frame,
-    encode_json,
 )
 
 __all__ = ["Connection", "ConnectionHandler", "Listener", "dial", "listen"]
@@ -194,73 +184,6 @@ class _StreamConnection:
             pass  # already gone, which is what close wants
 
 
-class _WebSocketConnection:
-    """A ``Connection`` over a ``websockets`` connection: one JSON frame per message."""
-
-    def __init__(
-        self, ws: ServerConnection | ClientConnection, *, peer: str, max_frame_bytes: int
-    ) -> None:
-        self._ws = ws
-        self._peer = peer
-        self._max = max_frame_bytes
-        self._send_lock = asyncio.Lock()
-        self._closed = False
-
-    @property
-    def peer(self) -> str:
-        return self._peer
-
-    async def send(self, frame: Mapping[str, object]) -> None:
-        text = encode_json(frame, max_frame_bytes=self._max).decode("utf-8")
-        async with self._send_lock:
-            if self._closed:
-                raise _lost(self._peer)
-            try:
-                await self._ws.send(text)
-            except ConnectionClosed as exc:
-                raise self._too_large(exc) or _lost(self._peer, exc) from exc
-
-    async def receive(self) -> JsonObject | None:
-        if self._closed:
-            return None
-        try:
-            message = await self._ws.recv()
-        except ConnectionClosedOK:
-            return None
-        except ConnectionClosed as exc:
-            too_large = self._too_large(exc)
-            if too_large is not None:
-                raise too_large from exc
-            return None
-        return decode_json(message)
-
-    def _too_large(self, exc: ConnectionClosed) -> FrameTooLargeError | None:
-        # websockets refuses an oversize message itself, from its header, and closes with
-        # 1009; whichever call notices the closed connection reports the reason.
-        if exc.sent is not None and exc.sent.code == CloseCode.MESSAGE_TOO_BIG:
-            return FrameTooLargeError(
-                f"{self._peer} sent a WebSocket message over the limit of {self._max} bytes"
-            )
-        return None
-
-    async def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        # No WebSocket closing handshake: it needs each side to read the other's close
-        # frame, and with unread messages queued websockets has paused reading, so the
-        # handshake would sit out its timeout (a client dropping a connection in the
-        # middle of a replay does exactly that). The protocol's ``bye`` is the goodbye;
-        # the TCP close below flushes it first. The peer sees code 1006, a dropped
-        # connection, which is what a close without ``bye`` means on every transport.
-        self._ws.transport.close()
-        try:
-            async with asyncio.timeout(_CLOSE_TIMEOUT):
-                await self._ws.wait_closed()
-        except TimeoutError:
-            self._ws.transport.abort()  # the peer stopped reading: cut it off
-
-
 def _unix_peer(writer: asyncio.StreamWriter, path: str) -> str:
     sock = writer.get_extra_info("socket")
     try:
@@ -348,22 +271,6 @@ class _StreamListener:
                 if (info.st_dev, info.st_ino) == self._socket_id:
                     os.unlink(self._address.path)
             self._socket_id = None
-        await self._handlers.close()
-        await self._server.wait_closed()
-
-
-class _WsListener:
-    def __init__(self, server: WsServer, address: IpcAddress, handlers: _Handlers) -> None:
-        self._server = server
-        self._address = address
-        self._handlers = handlers
-
-    @property
-    def address(self) -> IpcAddress:
-        return self._address
-
-    async def close(self) -> None:
-        self._server.close(close_connections=False)
         await self._handlers.close()
         await self._server.wait_closed()
 
@@ -476,24 +383,11 @@ async def listen(
         port = server.sockets[0].getsockname()[1]
         return _StreamListener(server, address.with_port(port), handlers, None)
 
-    async def on_ws(ws: ServerConnection) -> None:
-        name = ws.remote_address
-        peer = f"ws peer {name[0]}:{name[1]}" if isinstance(name, tuple) else "ws peer"
-        await handlers.run(_WebSocketConnection(ws, peer=peer, max_frame_bytes=max_frame_bytes))
+    # ``websockets`` is imported only here and in ``dial``: the Unix socket and TCP
+    # transports (every spawned child, every resume) never pay for it.
+    from little_workflow.platform.ipc._ws import listen_ws
 
-    try:
-        ws_server = await ws_serve(
-            on_ws,
-            address.host,
-            address.port,
-            max_size=max_frame_bytes,
-            compression=None,  # loopback IPC: deflate would cost CPU and save nothing
-            logger=logging.getLogger("little_workflow.ipc.websockets"),
-        )
-    except OSError as exc:
-        raise _listen_failed(address, exc) from exc
-    port = next(iter(ws_server.sockets)).getsockname()[1]
-    return _WsListener(ws_server, address.with_port(port), handlers)
+    return await listen_ws(address, handlers, max_frame_bytes=max_frame_bytes)
 
 
 def _listen_failed(address: IpcAddress, exc: OSError) -> IpcError:
@@ -523,16 +417,10 @@ async def dial(
                 return _StreamConnection(
                     reader, writer, peer=str(address), max_frame_bytes=max_frame_bytes
                 )
-            ws = await ws_connect(
-                f"{address}/",
-                max_size=max_frame_bytes,
-                compression=None,
-                proxy=None,  # never route loopback IPC through an HTTP(S)_PROXY from the env
-                open_timeout=None,  # the surrounding timeout covers the whole dial
-                logger=logging.getLogger("little_workflow.ipc.websockets"),
-            )
-            return _WebSocketConnection(ws, peer=str(address), max_frame_bytes=max_frame_bytes)
+            from little_workflow.platform.ipc._ws import dial_ws
+
+            return await dial_ws(address, max_frame_bytes=max_frame_bytes)
     except TimeoutError as exc:
         raise IpcConnectionError(f"connecting to {address} timed out after {timeout} s") from exc
-    except (OSError, InvalidHandshake) as exc:
+    except OSError as exc:
         raise IpcConnectionError(f"cannot connect to {address}: {exc}") from exc
