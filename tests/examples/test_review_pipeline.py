@@ -11,7 +11,12 @@ from typing import Any
 import pytest
 
 from examples.review_pipeline.scripted import answer
-from little_workflow.events import HarnessModelResponded, RunCompleted, StepCompleted
+from little_workflow.events import (
+    HarnessModelResponded,
+    HarnessSessionCompleted,
+    RunCompleted,
+    StepCompleted,
+)
 from tests.examples.support import (
     REPO,
     Example,
@@ -87,9 +92,16 @@ def test_show_draws_both_rounds(tmp_path: Path) -> None:
     assert "[quickstart]" in shown.stdout
 
 
-def _model_responses(example: Example, run_id: str, at_least: int) -> bool:
-    found = sum(isinstance(r.event, HarnessModelResponded) for r in example.events(run_id))
-    return found >= at_least
+def _session_under_way(example: Example, run_id: str) -> bool:
+    """A reviewer's session has a committed model response and has not completed."""
+    answered: set[str] = set()
+    completed: set[str] = set()
+    for record in example.events(run_id):
+        if isinstance(record.event, HarnessModelResponded):
+            answered.add(record.event.session_id)
+        elif isinstance(record.event, HarnessSessionCompleted):
+            completed.add(record.event.session_id)
+    return bool(answered - completed)
 
 
 def _step_committed(example: Example, run_id: str, path: str) -> bool:
@@ -109,7 +121,9 @@ def test_sigkill_then_resume_pays_for_nothing_twice(
     # Slow enough that the kill lands between calls, with some in flight.
     process = example.start(*_run_args(example, run_id), env=example.env(EXAMPLE_DELAY="0.15"))
     if kill_at == "mid-review":
-        kill_when(process, lambda: _model_responses(example, run_id, 4))
+        # Inside a session (the drift check below needs one under way), after its first
+        # answer: a kill between a reviewer's two model calls.
+        kill_when(process, lambda: _session_under_way(example, run_id))
     else:
         kill_when(process, lambda: _step_committed(example, run_id, "save.visit[0]"))
 
