@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 import little_workflow
+from little_workflow.cli._main import COMMANDS
 
 #: Third-party packages only some commands or backends need.
 HEAVY = ("click", "httpx", "psycopg", "rich", "starlette", "uvicorn", "websockets", "yaml")
@@ -66,6 +67,55 @@ def test_the_runtime_imports_no_harness_transport_or_yaml() -> None:
         "little_workflow.runtime._planner",
     ):
         assert module not in modules, module
+
+
+def _imported_by_cli(*args: str) -> list[str]:
+    # What `python -m little_workflow ARGS` imports: `runpy.run_module` is what `-m` does
+    # (`-X importtime` would not do: it misses `importlib.import_module`, which is how the
+    # lazy group imports a command). The list goes to stderr, after the command's output.
+    code = (
+        "import json, runpy, sys\n"
+        f"sys.argv = ['little-workflow', *{list(args)!r}]\n"
+        "try:\n"
+        "    runpy.run_module('little_workflow', run_name='__main__', alter_sys=True)\n"
+        "except SystemExit as exc:\n"
+        "    assert exc.code in (0, None), exc.code\n"
+        "sys.stderr.write('\\n' + json.dumps(sorted(sys.modules)))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    modules: list[str] = json.loads(done.stderr.splitlines()[-1])
+    return modules
+
+
+#: What listing the commands or one command's options needs none of.
+_NOT_FOR_HELP = ("pydantic", "pydantic_core", "asyncio", "rich", "httpx", "psycopg", "yaml")
+
+
+def test_cli_help_imports_no_runtime_and_no_pydantic() -> None:
+    modules = _imported_by_cli("--help")
+    assert "little_workflow.cli._main" in modules  # the measurement saw the CLI
+    assert _top_level(modules, _NOT_FOR_HELP) == []
+    # No command module: the listing is printed from the names and one-line helps.
+    assert [m for m in modules if m.startswith("little_workflow.")] == [
+        "little_workflow._environment",
+        "little_workflow._lazy",
+        "little_workflow.cli",
+        "little_workflow.cli._group",
+        "little_workflow.cli._main",
+    ]
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_a_commands_help_imports_only_its_own_module(command: str) -> None:
+    modules = _imported_by_cli(command, "--help")
+    assert COMMANDS[command].module in modules
+    assert _top_level(modules, _NOT_FOR_HELP) == []
+    for module in modules:
+        assert not module.startswith(
+            ("little_workflow.runtime", "little_workflow.events", "little_workflow.views")
+        ), module
 
 
 def test_a_subprocess_target_does_not_import_pytest() -> None:

@@ -56,8 +56,3 @@ def answer(
     click.echo(
         f"answered {prompt_id} of {execution_id}; resume the execution to continue", err=True
     )
-
-
-def register(group: click.Group) -> None:
-    """Add the answer command to the CLI group."""
-    group.add_command(answer)

@@ -9,16 +9,18 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from little_workflow.artifacts import ArtifactManifest, ArtifactStore
 from little_workflow.cli._inspect import _when
 from little_workflow.cli._main import EXIT_INVALID, Options, execute, print_json
 from little_workflow.cli._runs import _runtime
 from little_workflow.cli._tables import print_table
-from little_workflow.memory import MemoryEntry
+
+if TYPE_CHECKING:
+    from little_workflow.artifacts import ArtifactManifest
+    from little_workflow.memory import MemoryEntry
 
 # A value longer than this is cut in a table; --json prints it whole.
 _PREVIEW = 60
@@ -41,6 +43,7 @@ def _size(size: int) -> str:
 @click.pass_obj
 def artifacts(options: Options, *, run_id: str | None, as_json: bool) -> None:
     """List the artifacts (of RUN_ID, or of every run), oldest first."""
+    from little_workflow.artifacts import ArtifactStore
 
     async def work() -> list[ArtifactManifest]:
         return ArtifactStore(options.data_dir).list(run_id)
@@ -76,6 +79,7 @@ def export_artifact(options: Options, *, artifact_id: str, dest: Path, force: bo
     The content is checked against the manifest's SHA-256 first: a corrupt artifact is
     an error, never a silently wrong file.
     """
+    from little_workflow.artifacts import ArtifactStore
 
     async def work() -> bytes | Path:
         store = ArtifactStore(options.data_dir)
@@ -165,9 +169,3 @@ def _entry(options: Options, namespace: str, key: str, as_json: bool) -> None:
         click.echo(f"error: nothing is remembered at {namespace}/{key}", err=True)
         sys.exit(EXIT_INVALID)
     print_json(found.to_json() if as_json else found.value)
-
-
-def register(group: click.Group) -> None:
-    """Add these commands to the CLI group."""
-    for command in (artifacts, export_artifact, memory):
-        group.add_command(command)

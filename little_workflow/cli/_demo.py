@@ -10,7 +10,6 @@ was called anew, and check the output against an uncrashed run computed first.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import signal
@@ -84,6 +83,8 @@ class _Watcher:
 
     async def watch(self, process: subprocess.Popen[str], until: int, show: Any) -> list[str]:
         """Report newly committed steps until ``until`` of them or the process ends."""
+        import asyncio
+
         from little_workflow.events import StepCompleted
         from little_workflow.storage import open_event_log
 
@@ -249,8 +250,3 @@ def _report(
     )
     console.print_json(data=output)
     return same and not repeated
-
-
-def register(group: click.Group) -> None:
-    """Add the demo command to the CLI group."""
-    group.add_command(demo)

@@ -105,8 +105,3 @@ def fork(
         err=True,
     )
     print_json(result.output)
-
-
-def register(group: click.Group) -> None:
-    """Add the command to the CLI group."""
-    group.add_command(fork)

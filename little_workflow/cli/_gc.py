@@ -11,7 +11,7 @@ import click
 from little_workflow.cli._main import Options, execute, print_json
 from little_workflow.cli._runs import _runtime
 
-__all__ = ["Duration", "gc", "register"]
+__all__ = ["Duration", "gc"]
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhdw])")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
@@ -137,8 +137,3 @@ def gc(
     )
     for kept in report.kept:
         click.echo(f"kept {kept.run_id} ({kept.reason}): {kept.detail}", err=True)
-
-
-def register(group: click.Group) -> None:
-    """Add ``gc`` to the CLI group."""
-    group.add_command(gc)

@@ -7,18 +7,23 @@ JSON object per line (``events``) for a script. What they print is built by
 
 from __future__ import annotations
 
-import asyncio
 import datetime
 import json
+from typing import TYPE_CHECKING
 
 import click
 
 from little_workflow.cli._main import Options, execute, print_json
 from little_workflow.cli._runs import _runtime
 from little_workflow.cli._tables import print_table
-from little_workflow.errors import ConfigError
-from little_workflow.events import RecordedEvent, RunStatus
-from little_workflow.views import TERMINAL, RunReader, RunSummary, RunView, event_row, step_tree
+
+if TYPE_CHECKING:
+    from little_workflow.events import RecordedEvent
+    from little_workflow.views import RunSummary, RunView
+
+#: ``RunStatus``'s values, in its order (a test checks them): spelled out so that a
+#: command's ``--help`` does not import the event models.
+RUN_STATUSES = ("running", "completed", "failed", "cancelled")
 
 
 def _when(ts: float) -> str:
@@ -32,7 +37,7 @@ def _duration(seconds: float) -> str:
 @click.command()
 @click.option(
     "--status",
-    type=click.Choice([status.value for status in RunStatus]),
+    type=click.Choice(RUN_STATUSES),
     default=None,
     help="Only runs with this status.",
 )
@@ -51,6 +56,8 @@ def runs(
     as_json: bool,
 ) -> None:
     """List runs, most recent first: id, workflow, status, steps done, events, started, duration."""
+    from little_workflow.events import RunStatus
+    from little_workflow.views import RunReader
 
     async def work() -> list[RunSummary]:
         async with _runtime(options) as runtime:
@@ -98,6 +105,10 @@ def events(
     as_json: bool,
 ) -> None:
     """Print RUN_ID's events in order (with --follow, as they are appended)."""
+    import asyncio
+
+    from little_workflow.errors import ConfigError
+    from little_workflow.views import TERMINAL
 
     async def work() -> None:
         async with _runtime(options) as runtime:
@@ -122,6 +133,8 @@ def events(
 
 
 def _print_event(record: RecordedEvent, as_json: bool) -> None:
+    from little_workflow.views import event_row
+
     row = event_row(record)
     if as_json:
         click.echo(json.dumps(row, ensure_ascii=False, separators=(",", ":")))
@@ -143,6 +156,8 @@ def _print_event(record: RecordedEvent, as_json: bool) -> None:
 @click.pass_obj
 def show(options: Options, *, run_id: str, as_json: bool) -> None:
     """Show RUN_ID's steps as a tree: paths, visits, statuses, attempts, timings."""
+    from little_workflow.errors import ConfigError
+    from little_workflow.views import RunReader, step_tree
 
     async def work() -> RunView:
         async with _runtime(options) as runtime:
@@ -203,9 +218,3 @@ def show(options: Options, *, run_id: str, as_json: bool) -> None:
         for sub in started:
             status = sub.status.value if sub.status is not None else "-"
             console.print(f"  {sub.run_id}  {sub.workflow or '-'}  {status}", markup=False)
-
-
-def register(group: click.Group) -> None:
-    """Add these commands to the CLI group."""
-    for command in (runs, show, events):
-        group.add_command(command)

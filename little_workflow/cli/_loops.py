@@ -9,11 +9,12 @@ import click
 
 from little_workflow.cli._main import Options, execute, parse_json_option, print_json
 from little_workflow.cli._runs import _runtime
-from little_workflow.errors import ConfigError
-from little_workflow.references import import_reference
 
 
 def _supervisor(reference: str) -> Any:
+    from little_workflow.errors import ConfigError
+    from little_workflow.references import import_reference
+
     try:
         target: Any = import_reference(reference, what="--supervise")
     except ConfigError as exc:
@@ -112,9 +113,3 @@ def loop_status(options: Options, *, outer_loop_id: str, as_json: bool) -> None:
     if manifest.result is not None:
         console.print("final output:", markup=False)
         print_json(manifest.result.final_output)
-
-
-def register(group: click.Group) -> None:
-    """Add these commands to the CLI group."""
-    group.add_command(loop)
-    group.add_command(loop_status)

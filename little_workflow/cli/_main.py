@@ -25,7 +25,6 @@ builds them.)
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import sys
@@ -38,13 +37,12 @@ from typing import Any, NoReturn, TypeVar
 import click
 
 from little_workflow import __version__
-from little_workflow.errors import (
-    CapabilityDriftError,
-    LittleWorkflowError,
-    LockTimeoutError,
-    RunFailedError,
-    StorageError,
-)
+from little_workflow._environment import CRASH_ENV, FAULT_ENV
+from little_workflow.cli._group import LazyCommand, LazyGroup
+
+# Nothing here imports the runtime, pydantic or asyncio at module level: `--help` and a
+# command's `--help` import this module and the one command's module only (see
+# `_group.py`); each command imports what it runs in its body.
 
 T = TypeVar("T")
 
@@ -54,11 +52,113 @@ EXIT_STORAGE = 4
 EXIT_BUSY = 5
 EXIT_CANCELLED = 6
 EXIT_INTERNAL = 70
-#: Library errors with an exit code of their own; any other is invalid input (3).
-_EXIT_CODES: tuple[tuple[type[LittleWorkflowError], int], ...] = (
-    (LockTimeoutError, EXIT_BUSY),
-    (StorageError, EXIT_STORAGE),
-)
+
+_CLI = "little_workflow.cli."
+#: Every command: its module, its object there, and its one-line help (the first paragraph
+#: of its docstring, which `tests/cli/test_lazy_group.py` checks), listed by `--help`
+#: without importing the module.
+COMMANDS: dict[str, LazyCommand] = {
+    "answer": LazyCommand(
+        module=_CLI + "_answer",
+        attr="answer",
+        summary="Answer PROMPT_ID of EXECUTION_ID with TEXT; the next resume continues with it.",
+    ),
+    "artifacts": LazyCommand(
+        module=_CLI + "_artifacts",
+        attr="artifacts",
+        summary="List the artifacts (of RUN_ID, or of every run), oldest first.",
+    ),
+    "cancel": LazyCommand(
+        module=_CLI + "_manage",
+        attr="cancel",
+        summary="Cancel RUN_ID and its unfinished sub-runs.",
+    ),
+    "clear": LazyCommand(
+        module=_CLI + "_manage",
+        attr="clear",
+        summary="Discard the recovery data of a harness execution: snapshot, ledger, answers.",
+    ),
+    "demo": LazyCommand(
+        module=_CLI + "_demo",
+        attr="demo",
+        summary="Run a workflow, kill it with SIGKILL mid-flight, resume it, and show what "
+        "was saved.",
+    ),
+    "events": LazyCommand(
+        module=_CLI + "_inspect",
+        attr="events",
+        summary="Print RUN_ID's events in order (with --follow, as they are appended).",
+    ),
+    "export-artifact": LazyCommand(
+        module=_CLI + "_artifacts",
+        attr="export_artifact",
+        summary="Write ARTIFACT_ID's content to DEST (a file, a directory, or - for stdout).",
+    ),
+    "fork": LazyCommand(
+        module=_CLI + "_fork",
+        attr="fork",
+        summary="Start a new run from RUN_ID that keeps its completed steps before STEP_PATH.",
+    ),
+    "gc": LazyCommand(
+        module=_CLI + "_gc",
+        attr="gc",
+        summary="Delete finished runs' events, scratch and artifacts, then unreferenced blobs.",
+    ),
+    "loop": LazyCommand(
+        module=_CLI + "_loops",
+        attr="loop",
+        summary="Run WORKFLOW cycle after cycle until the supervisor is done; print its final "
+        "output.",
+    ),
+    "loop-status": LazyCommand(
+        module=_CLI + "_loops",
+        attr="loop_status",
+        summary="Show OUTER_LOOP_ID: its goal, each cycle (run, status, summary) and its result.",
+    ),
+    "memory": LazyCommand(
+        module=_CLI + "_artifacts",
+        attr="memory",
+        summary="Show the agents' memory: the namespaces; NAMESPACE's keys and values; or "
+        "KEY's value.",
+    ),
+    "replay": LazyCommand(
+        module=_CLI + "_runs",
+        attr="replay",
+        summary="Rebuild RUN_ID's state from its log (calls nothing) and print it as JSON.",
+    ),
+    "resume": LazyCommand(
+        module=_CLI + "_runs",
+        attr="resume",
+        summary="Continue RUN_ID from the end of its log and print its output as JSON.",
+    ),
+    "retry": LazyCommand(
+        module=_CLI + "_runs",
+        attr="retry",
+        summary="Run the failed RUN_ID again from its failed step (same workflow version and "
+        "input).",
+    ),
+    "run": LazyCommand(
+        module=_CLI + "_runs",
+        attr="run",
+        summary="Run WORKFLOW (.json/.yaml) and print its output as JSON.",
+    ),
+    "runs": LazyCommand(
+        module=_CLI + "_inspect",
+        attr="runs",
+        summary="List runs, most recent first: id, workflow, status, steps done, events, "
+        "started, duration.",
+    ),
+    "show": LazyCommand(
+        module=_CLI + "_inspect",
+        attr="show",
+        summary="Show RUN_ID's steps as a tree: paths, visits, statuses, attempts, timings.",
+    ),
+    "ui": LazyCommand(
+        module=_CLI + "_ui",
+        attr="ui",
+        summary="Serve the web UI (runs, steps, events, model and tool calls) until interrupted.",
+    ),
+}
 
 
 @dataclass(slots=True)
@@ -83,6 +183,19 @@ def _fail(message: str, code: int) -> NoReturn:
 
 def describe_error(exc: BaseException) -> tuple[str, int]:
     """The one line a user sees for ``exc``, and the exit code (see the module docstring)."""
+    from little_workflow.errors import (
+        CapabilityDriftError,
+        LittleWorkflowError,
+        LockTimeoutError,
+        RunFailedError,
+        StorageError,
+    )
+
+    # Library errors with an exit code of their own; any other is invalid input (3).
+    exit_codes: tuple[tuple[type[LittleWorkflowError], int], ...] = (
+        (LockTimeoutError, EXIT_BUSY),
+        (StorageError, EXIT_STORAGE),
+    )
     if isinstance(exc, RunFailedError):
         if exc.cause_code == "cancelled":
             return f"error: {exc.message}", EXIT_CANCELLED
@@ -93,7 +206,7 @@ def describe_error(exc: BaseException) -> tuple[str, int]:
         # what changed and the two ways out.
         return f"CapabilityDriftError: {exc.message}", EXIT_INVALID
     if isinstance(exc, LittleWorkflowError):
-        code = next((code for kind, code in _EXIT_CODES if isinstance(exc, kind)), EXIT_INVALID)
+        code = next((code for kind, code in exit_codes if isinstance(exc, kind)), EXIT_INVALID)
         return f"error: {exc.code}: {exc.message}", code
     return (
         f"error: internal error: {type(exc).__name__}: {exc} (run with --debug for details)",
@@ -103,6 +216,8 @@ def describe_error(exc: BaseException) -> tuple[str, int]:
 
 def execute(options: Options, work: Callable[[], Coroutine[Any, Any, T]]) -> T:
     """Run ``work`` on a fresh event loop, turning errors into one line and an exit code."""
+    import asyncio
+
     try:
         return asyncio.run(work())
     except KeyboardInterrupt:
@@ -137,7 +252,7 @@ def parse_json_option(text: str | None, what: str) -> Any:
         raise click.BadParameter(f"not valid JSON: {exc}", param_hint=what) from exc
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=LazyGroup, lazy=COMMANDS, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="little-workflow")
 @click.option(
     "--data-dir",
@@ -186,8 +301,6 @@ def cli(
     debug: bool,
 ) -> None:
     """Durable execution for LLM-agent workflows."""
-    from little_workflow.runtime import CRASH_ENV, FAULT_ENV
-
     crash = os.environ.get(CRASH_ENV)
     if crash is not None and not crash.isdigit():
         raise click.BadParameter(f"{CRASH_ENV} must be a positive integer, not {crash!r}")
@@ -209,27 +322,4 @@ def cli(
 
 def main() -> None:
     """Run the command line."""
-    from little_workflow.cli import (
-        _answer,
-        _artifacts,
-        _demo,
-        _gc,
-        _inspect,
-        _loops,
-        _manage,
-        _runs,
-    )
-    from little_workflow.cli._fork import register as register_fork
-    from little_workflow.cli._ui import register as register_ui
-
-    _runs.register(cli)
-    _artifacts.register(cli)
-    _manage.register(cli)
-    _inspect.register(cli)
-    _loops.register(cli)
-    _answer.register(cli)
-    _demo.register(cli)
-    register_ui(cli)
-    register_fork(cli)
-    _gc.register(cli)
     cli()

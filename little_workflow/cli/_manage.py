@@ -133,9 +133,3 @@ def clear(
         f"{cleared.ledger_entries} ledger entr{'y' if cleared.ledger_entries == 1 else 'ies'}, "
         f"{cleared.answers} answer(s)"
     )
-
-
-def register(group: click.Group) -> None:
-    """Add these commands to the CLI group."""
-    group.add_command(cancel)
-    group.add_command(clear)

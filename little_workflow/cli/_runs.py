@@ -155,9 +155,3 @@ def replay(options: Options, run_id: str) -> None:
             },
         }
     )
-
-
-def register(group: click.Group) -> None:
-    """Add these commands to the CLI group."""
-    for command in (run, resume, retry, replay):
-        group.add_command(command)

@@ -61,8 +61,3 @@ def ui(options: Options, *, host: str, port: int, token: str | None, open_browse
     except OSError as exc:
         click.echo(f"error: cannot listen on {host}:{port}: {exc.strerror or exc}", err=True)
         sys.exit(EXIT_INVALID)
-
-
-def register(group: click.Group) -> None:
-    """Add this command to the CLI group."""
-    group.add_command(ui)

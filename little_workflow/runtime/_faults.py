@@ -13,9 +13,10 @@ from __future__ import annotations
 import os
 import signal
 
-__all__ = ["CRASH_ENV", "CRASH_EXIT_CODE", "CrashAfterEvents"]
+from little_workflow._environment import CRASH_ENV, FAULT_ENV
 
-CRASH_ENV = "LITTLE_WORKFLOW_CRASH_AFTER_EVENTS"
+__all__ = ["CRASH_ENV", "CRASH_EXIT_CODE", "FAULT_ENV", "CrashAfterEvents", "FaultPoints"]
+
 #: The exit status of an injected crash, distinct from any status the CLI returns.
 CRASH_EXIT_CODE = 86
 
@@ -34,9 +35,6 @@ class CrashAfterEvents:
         self.count += events
         if self.count >= self.limit:
             os._exit(CRASH_EXIT_CODE)
-
-
-FAULT_ENV = "LITTLE_WORKFLOW_FAULT"
 
 
 class FaultPoints:

@@ -19,6 +19,13 @@ it refers to, so two runs with the same version id ran exactly the same workflow
 
 Records are written children first, so a reader never finds a parent whose child is
 missing; they are immutable, so writing one twice is harmless.
+
+A record also holds ``identities``: every step's identity (``WorkflowVersion.identity``),
+in the order ``_walk`` visits the steps, so a resumed process takes them from the record
+instead of dumping and hashing every step again. They are derived data, never part of the
+version id: a record without them (pinned before they were stored) loads as before and
+its identities are computed on first use; one whose list does not fit its definition is
+rejected as corrupt.
 """
 
 from __future__ import annotations
@@ -85,6 +92,10 @@ class WorkflowVersion:
             identity = self._identities[id(step)] = sha256_digest(dumped, trusted=True)
         return identity
 
+    def identities(self) -> list[str]:
+        """Every step's identity, in ``_walk`` order (what a record stores)."""
+        return [self.identity(step) for step in _walk(self.workflow.steps)]
+
     def child(self, reference: str) -> WorkflowVersion:
         """The sub-workflow a ``workflow:`` step names."""
         try:
@@ -128,6 +139,13 @@ def _workflow_references(steps: tuple[Step, ...]) -> Iterator[tuple[str, str]]:
                 yield reference, step.id
         elif isinstance(step, MapStep):
             yield from _workflow_references(step.body)
+
+
+def _walk(steps: tuple[Step, ...]) -> Iterator[Step]:
+    """Every step, nested scopes (a map's body) right after the step that holds them."""
+    for step in steps:
+        yield step
+        yield from _walk(step.body_steps())
 
 
 def _is_file(reference: str) -> bool:
@@ -230,6 +248,7 @@ class WorkflowCatalog:
             "definition": canonical_definition(version.workflow),
             "refs": {ref: child.version_id for ref, child in version.children.items()},
             "source": version.source,
+            "identities": list[JsonValue](version.identities()),
         }
         existing = await self._kv.get(key)
         if existing != record:
@@ -284,6 +303,20 @@ class WorkflowCatalog:
             version_id=version_id,
             children=children,
             source=source if isinstance(source, str) else None,
+            _identities=_stored_identities(key, workflow, record.get("identities")),
         )
         self._loaded[version_id] = version
         return version
+
+
+def _stored_identities(key: str, workflow: Workflow, stored: JsonValue) -> dict[int, str]:
+    """A record's step identities, keyed as ``WorkflowVersion.identity`` memoizes them."""
+    if stored is None:
+        return {}  # pinned before identities were stored: computed on first use
+    steps = list(_walk(workflow.steps))
+    identities = (
+        [item for item in stored if isinstance(item, str)] if isinstance(stored, list) else []
+    )
+    if not isinstance(stored, list) or len(identities) != len(stored) or len(stored) != len(steps):
+        raise CorruptDataError(f"stored workflow {key!r}: its step identities do not fit it")
+    return {id(step): identity for step, identity in zip(steps, identities, strict=True)}
