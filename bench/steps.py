@@ -6,8 +6,8 @@ Run: ``python -m bench.steps [--rounds 5] [--steps 300] [--resume-steps 10000]``
    returning a small dict) runs start to finish; its time divided by the steps is set
    next to one raw ``sqlite3`` insert + commit (``synchronous=FULL``, WAL, same row
    shape) measured in the same process, interleaved round by round. The runtime writes
-   two commits per step: ``StepAttemptStarted`` without fsync, then
-   ``harness.execute_step.succeeded`` + ``StepCompleted`` with one fsync; the target is
+   one commit per step: ``StepCompleted`` with one fsync, the write-behind
+   ``StepAttemptStarted`` held before it in the same transaction; the target is
    at most 1.3x one raw FULL commit, i.e. one fsync per step plus little else.
 2. **Resume.** A loop (``work`` then the decision ``check``, each with a high
    ``maxVisits``) runs until ``--resume-steps`` steps have completed and is interrupted

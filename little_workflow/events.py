@@ -414,7 +414,12 @@ class HarnessToolCallFailed(Event):
 
 @_event
 class HarnessExecuteStepSucceeded(Event):
-    """A direct-execute step's callable returned; committed before its ``StepCompleted``."""
+    """A direct-execute step's callable returned (logs of earlier versions only).
+
+    Earlier versions committed it with each ``execute``/``decision`` step's
+    ``StepCompleted``, whose output repeats its ``result``; the runtime now writes the
+    ``StepCompleted`` alone. Kept so those logs still read and fold as they did.
+    """
 
     TYPE = "harness.execute_step.succeeded"
 

@@ -13,8 +13,13 @@ Events per step, and why they are written as they are:
 * ``StepAttemptStarted`` (not fsynced): an attempt began. Attempts are counted across
   crashes so a retry policy survives them; fsyncing it would double a step's cost for no
   gain, since the completion commit's fsync makes it durable too (WAL order).
-* ``harness.execute_step.succeeded`` + ``StepCompleted`` in one fsynced commit: the
-  durability unit. A crash before it re-runs the step; after it, never.
+* ``StepCompleted`` in one fsynced commit (with the held ``StepAttemptStarted``): the
+  durability unit. A crash before it re-runs the step; after it, never. An ``execute``
+  or ``decision`` function's result is stored there once. Older logs also hold it in a
+  ``harness.execute_step.succeeded`` committed in the same transaction, a second copy
+  the walk no longer writes (it was validated, encoded and stored twice for
+  nothing: no commit could hold one without the other). The fold still reads it, and a
+  step whose old log has it without a ``StepCompleted`` completes from it.
 * ``StepAttemptFailed`` / ``StepFailed`` + ``RunFailed``: failures, with stable causes.
 """
 
@@ -43,7 +48,6 @@ from little_workflow.errors import (
 )
 from little_workflow.events import (
     Event,
-    HarnessExecuteStepSucceeded,
     HarnessSessionCompleted,
     HarnessToolCallFailed,
     HarnessToolCallStarted,
@@ -553,10 +557,7 @@ class RunExecution:
                     function, takes_ctx, current or {}, self._context(step, site, attempt)
                 )
 
-            result, attempt = await self._attempts(step, site, call, arguments=arguments)
-            events.append(
-                HarnessExecuteStepSucceeded(step_path=path, attempt=attempt, result=result)
-            )
+            result, _ = await self._attempts(step, site, call, arguments=arguments)
         route: str | None = None
         output = result
         if isinstance(step, DecisionStep):

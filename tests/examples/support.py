@@ -24,14 +24,15 @@ from typing import Any
 
 from examples.providers import Answer, request_key
 from little_workflow.events import (
-    HarnessExecuteStepSucceeded,
     HarnessModelCalled,
     HarnessModelResponded,
+    HarnessSessionCompleted,
     HarnessToolCallFailed,
     HarnessToolCallStarted,
     HarnessToolCallSucceeded,
     OuterLoopCycleCompleted,
     RecordedEvent,
+    StepCompleted,
 )
 from little_workflow.harness.models import ModelRequest
 from little_workflow.runtime import DataDir
@@ -150,6 +151,7 @@ def committed(events: Iterable[RecordedEvent]) -> Counter[str]:
     """
     requests: dict[tuple[str, str], Any] = {}
     starts: set[tuple[str, str]] = set()
+    sessions: set[str] = set()
     done: Counter[str] = Counter()
     for record in events:
         event = record.event
@@ -164,7 +166,15 @@ def committed(events: Iterable[RecordedEvent]) -> Counter[str]:
             if (event.session_id, event.call_id) in starts:
                 continue
             done[f"tool {event.session_id}/{event.call_id}"] += 1
-        elif isinstance(event, HarnessExecuteStepSucceeded):
+        elif isinstance(event, HarnessSessionCompleted):
+            sessions.add(event.session_id)
+        elif (
+            isinstance(event, StepCompleted)
+            and event.kind in ("execute", "decision")
+            # A decision made by an agent completes its session of the same name first.
+            and event.step_path not in sessions
+        ):
+            # A step function's result is committed with its ``StepCompleted`` only.
             done[f"step {event.step_path}"] += 1
         elif isinstance(event, OuterLoopCycleCompleted):
             done[f"supervise {event.outer_loop_id}#{event.cycle_number}"] += 1

@@ -87,7 +87,7 @@ def test_crash_at_every_event_boundary_then_resume(tmp_path: Path) -> None:
     reference_counts = Counter(read_calls(reference_calls))
     assert set(reference_counts.values()) == {1}
     assert len(reference_counts) == 8  # fetch, 3 workers, total, judge x2, revise
-    assert total_events >= 30
+    assert total_events >= 25  # an attempt and a completion per step, and the runs' own
 
     for n in range(1, total_events + 1):
         data_dir, calls = tmp_path / f"crash-{n:03d}", tmp_path / f"calls-{n:03d}"

@@ -60,7 +60,6 @@ async def failure(rt: Runtime, document: Any) -> tuple[RunFailedError, list[Any]
     assert summary(log) == [
         ("RunStarted", None),
         ("StepAttemptStarted", "x"),
-        ("harness.execute_step.succeeded", "x"),
         ("StepCompleted", "x"),
         ("RunFailed", "run"),
     ]

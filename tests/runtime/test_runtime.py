@@ -77,12 +77,11 @@ async def test_one_execute_step_writes_the_durability_unit_and_resume_executes_n
         assert summary(records) == [
             ("RunStarted", None),
             ("StepAttemptStarted", "double"),
-            ("harness.execute_step.succeeded", "double"),
             ("StepCompleted", "double"),
             ("RunCompleted", None),
         ]
-        assert [record.seq for record in records] == [1, 2, 3, 4, 5]
-        started, attempt, executed, completed, done = (ev(record) for record in records)
+        assert [record.seq for record in records] == [1, 2, 3, 4]
+        started, attempt, completed, done = (ev(record) for record in records)
         assert started == RunStarted(
             workflow_name="one-step",
             definition_hash=definition_hash(workflow),
@@ -93,7 +92,6 @@ async def test_one_execute_step_writes_the_durability_unit_and_resume_executes_n
         assert attempt == StepAttemptStarted(
             step_path="double", step_id="double", kind="execute", attempt=1, visit=None
         )
-        assert executed == HarnessExecuteStepSucceeded(step_path="double", attempt=1, result=42)
         assert isinstance(completed, StepCompleted)
         assert (completed.step_path, completed.kind, completed.visit) == ("double", "execute", None)
         assert (completed.output, completed.route) == (42, None)
@@ -106,7 +104,7 @@ async def test_one_execute_step_writes_the_durability_unit_and_resume_executes_n
         assert again.status is RunStatus.COMPLETED
         assert (again.executed_steps, again.replayed_steps) == (1 - 1, 1)
         assert calls.log == [("double", 21)]
-        assert len(await rt.events.read("run_one")) == 5  # a finished run appends nothing
+        assert len(await rt.events.read("run_one")) == 4  # a finished run appends nothing
 
     # A new process (a new runtime on the same directory) sees the same run.
     async with runtime(tmp_path / "data", functions=calls.functions()) as rt:
@@ -114,6 +112,35 @@ async def test_one_execute_step_writes_the_durability_unit_and_resume_executes_n
         assert resumed.output == {"doubled": 42}
         assert resumed.executed_steps == 0
         assert calls.log == [("double", 21)]
+
+
+async def test_logs_with_the_former_second_copy_of_a_result_still_resume(
+    tmp_path: Path,
+) -> None:
+    # Earlier versions committed ``harness.execute_step.succeeded`` (the result) in the
+    # same transaction as each execute step's ``StepCompleted``. Such a log folds as it
+    # did; one holding the result without its completion completes from it uncalled.
+    calls = Calls()
+    async with runtime(tmp_path / "data", functions=calls.functions()) as rt:
+        first = await rt.run(one_step(), {"x": 21}, run_id="run_new")
+        started, attempt, completed, _ = (ev(r) for r in await rt.events.read("run_new"))
+        old_result = HarnessExecuteStepSucceeded(step_path="double", attempt=1, result=42)
+        await rt.events.append("run_both", [started, attempt, old_result, completed])
+        await rt.events.append("run_half", [started, attempt, old_result])
+
+        both = await rt.resume("run_both")
+        assert both.output == first.output == {"doubled": 42}
+        assert (both.executed_steps, both.replayed_steps) == (0, 1)
+        assert both.state.steps["double"].output == first.state.steps["double"].output
+
+        half = await rt.resume("run_half")
+        assert half.output == {"doubled": 42}
+        assert calls.log == [("double", 21)]
+        assert summary(await rt.events.read("run_half"))[3:] == [
+            ("RunResumed", None),
+            ("StepCompleted", "double"),
+            ("RunCompleted", None),
+        ]
 
 
 async def test_resume_of_an_unknown_run_is_a_config_error(tmp_path: Path) -> None:
@@ -243,10 +270,8 @@ async def test_kill_mid_loop_resumes_the_recorded_route_without_calling_the_deci
     assert summary(tail) == [
         ("RunResumed", None),
         ("StepAttemptStarted", "revise.visit[0]"),
-        ("harness.execute_step.succeeded", "revise.visit[0]"),
         ("StepCompleted", "revise.visit[0]"),
         ("StepAttemptStarted", "judge.visit[1]"),
-        ("harness.execute_step.succeeded", "judge.visit[1]"),
         ("StepCompleted", "judge.visit[1]"),
         ("RunCompleted", None),
     ]
@@ -357,7 +382,7 @@ async def test_run_with_an_existing_run_id_resumes_it_or_refuses_other_input(
         assert other_workflow.value.code == "run_id_conflict"
         assert "another workflow" in str(other_workflow.value)
 
-        assert len(await rt.events.read("run_same")) == 5
+        assert len(await rt.events.read("run_same")) == 4
         assert calls.log == [("double", 1)]
 
 
@@ -398,7 +423,6 @@ async def test_run_with_an_existing_run_id_continues_an_unfinished_run(tmp_path:
         assert summary(await rt.events.read("run_cont"))[seen:] == [
             ("RunResumed", None),
             ("StepAttemptStarted", "b"),
-            ("harness.execute_step.succeeded", "b"),
             ("StepCompleted", "b"),
             ("RunCompleted", None),
         ]

@@ -84,7 +84,6 @@ async def test_a_sub_run_has_its_own_id_log_and_parent(tmp_path: Path) -> None:
     assert summary(child_log) == [
         ("RunStarted", None),
         ("StepAttemptStarted", "compute"),
-        ("harness.execute_step.succeeded", "compute"),
         ("StepCompleted", "compute"),
         ("RunCompleted", None),
     ]
