@@ -169,7 +169,9 @@ class RunExecution:
         #: Every path the walk reached in this pass.
         self.visited: set[str] = set()
         self.writer = RunWriter(runtime.events, state, crash=runtime.crash)
-        self._indexes: dict[int, dict[str, int]] = {}
+        #: Per scope (by ``id`` of its steps): each step's position by id, and the
+        #: position of the step each one falls through to (``effective_next``).
+        self._indexes: dict[int, tuple[dict[str, int], list[int | None]]] = {}
         self.memo = MemoTable(scope=f"run {self.run_id!r}", on_mismatch="error")
         self._pinned = state.definition_hash in ("", version.definition_hash)
         for path, record in state.steps.items():
@@ -279,14 +281,19 @@ class RunExecution:
 
     # --- scopes -----------------------------------------------------------------------
 
-    def _index(self, steps: tuple[Step, ...]) -> dict[str, int]:
-        index = self._indexes.get(id(steps))
-        if index is None:
-            index = self._indexes[id(steps)] = {step.id: i for i, step in enumerate(steps)}
-        return index
+    def _index(self, steps: tuple[Step, ...]) -> tuple[dict[str, int], list[int | None]]:
+        found = self._indexes.get(id(steps))
+        if found is None:
+            index = {step.id: i for i, step in enumerate(steps)}
+            following = [effective_next(steps, i) for i in range(len(steps))]
+            found = self._indexes[id(steps)] = (
+                index,
+                [None if target is None else index[target] for target in following],
+            )
+        return found
 
     async def _scope(self, steps: tuple[Step, ...], branch: StepPath | None, scope: Scope) -> Any:
-        index = self._index(steps)
+        index, following = self._index(steps)
         visits: dict[str, int] = {}
         position: int | None = 0
         result: JsonValue = None
@@ -315,10 +322,10 @@ class RunExecution:
             output, route = await self._step(step, path, visit_suffix, scope)
             scope["steps"][step.id] = {"output": output, "route": route}
             result = output
-            target = step.routes[route] if isinstance(step, DecisionStep) and route else None
-            if not isinstance(step, DecisionStep):
-                target = effective_next(steps, position)
-            position = None if target is None else index[target]
+            if isinstance(step, DecisionStep):
+                position = index[step.routes[route]] if route else None
+            else:
+                position = following[position]
         return result
 
     def _stop_here(self, path: str) -> None:
@@ -444,7 +451,9 @@ class RunExecution:
             if fixes and fixes[-1].get("action") == "retry":
                 corrected = fixes[-1].get("with")
                 current = dict(corrected) if isinstance(corrected, dict) else arguments
-            await self.append(
+            # The writer's own append, here and in ``_call``: one coroutine less per
+            # step than going through ``self.append``.
+            await self.writer.append(
                 [
                     StepAttemptStarted(
                         step_path=path,
@@ -553,9 +562,9 @@ class RunExecution:
             assert isinstance(arguments, dict)
 
             def call(attempt: int, current: Arguments) -> Awaitable[Any]:
-                return invoke(
-                    function, takes_ctx, current or {}, self._context(step, site, attempt)
-                )
+                # Most step functions take no context: do not build one for them.
+                ctx = self._context(step, site, attempt) if takes_ctx else None
+                return invoke(function, takes_ctx, current or {}, ctx)
 
             result, _ = await self._attempts(step, site, call, arguments=arguments)
         route: str | None = None
@@ -563,7 +572,7 @@ class RunExecution:
         if isinstance(step, DecisionStep):
             route, output = self._route(step, path, result)
         events.append(self._completed(step, site, output, route))
-        await self.append(events, sync=True)
+        await self.writer.append(events, sync=True)
         return output, route
 
     def _route(self, step: DecisionStep, path: str, result: JsonValue) -> tuple[str, JsonValue]:

@@ -114,9 +114,12 @@ async def invoke(
     function: Callable[..., Any],
     takes_ctx: bool,
     arguments: Mapping[str, JsonValue],
-    ctx: StepContext,
+    ctx: StepContext | None,
 ) -> Any:
-    """Call ``function`` with ``arguments`` (and ``ctx`` if it takes one); await if async."""
+    """Call ``function`` with ``arguments`` (and ``ctx`` if it takes one); await if async.
+
+    ``ctx`` may be ``None`` when the function takes none.
+    """
     kwargs: dict[str, Any] = dict(arguments)
     if takes_ctx:
         kwargs["ctx"] = ctx

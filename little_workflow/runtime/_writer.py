@@ -10,7 +10,10 @@ Two kinds of append, and why they differ:
   in memory, and committed with the next durable append (one transaction, one fsync),
   or by a timer ``flush_delay`` seconds later if none comes (so a long step shows as
   running to anyone reading the log). A crash that loses them loses nothing a resume
-  needs: the step they describe had not completed, and it runs again either way.
+  needs: the step they describe had not completed, and it runs again either way. The
+  timer is armed by the first event held after it last fired and is not cancelled by a
+  commit: it may fire with nothing held (and do nothing) or flush a later event early,
+  never late, and a step pays no timer of its own.
 
 A step therefore costs one commit, not two: the cost of its durability and little more.
 
@@ -47,9 +50,9 @@ import logging
 import time
 from collections.abc import Sequence
 
-from little_workflow.events import Event, RecordedEvent
+from little_workflow.events import Event
 from little_workflow.runtime._faults import CrashAfterEvents
-from little_workflow.runtime._state import RunState, apply
+from little_workflow.runtime._state import RunState, apply_event
 from little_workflow.storage import EventLog
 
 __all__ = ["DEFAULT_FLUSH_DELAY", "RunWriter"]
@@ -90,11 +93,9 @@ class RunWriter:
 
     def _fold(self, events: Sequence[Event], first_seq: int) -> None:
         now = time.time()
+        state = self.state
         for offset, event in enumerate(events):
-            apply(
-                self.state,
-                RecordedEvent(run_id=self.run_id, seq=first_seq + offset, ts=now, event=event),
-            )
+            apply_event(state, event, first_seq + offset, now)
 
     async def append(self, events: Sequence[Event], *, sync: bool) -> None:
         """Append ``events``: durably now (``sync=True``), or write-behind."""
@@ -118,7 +119,13 @@ class RunWriter:
             self._timer = asyncio.get_running_loop().call_later(self.flush_delay, self._flush_soon)
 
     def _flush_soon(self) -> None:
+        # The timer is not cancelled when a commit takes the held events (see
+        # ``_commit``): arming and cancelling one per step cost more than the rare
+        # firing with nothing to do. Armed by the first event held since it last fired,
+        # it fires at most ``flush_delay`` after any event still held.
         self._timer = None
+        if not self._held:
+            return
         task = asyncio.get_running_loop().create_task(self._commit((), sync=False))
         self._flushing = task
         task.add_done_callback(self._flushed)
@@ -132,12 +139,12 @@ class RunWriter:
             # The held events are kept and go out with the next durable append, which
             # reports the error to its caller if it persists.
             logger.warning("run %r: flushing held events failed: %s", self.run_id, error)
+        elif self._held and self._timer is None:
+            # Held while this flush was under way, after it took its batch.
+            self._timer = asyncio.get_running_loop().call_later(self.flush_delay, self._flush_soon)
 
     async def _commit(self, events: Sequence[Event], *, sync: bool) -> None:
         async with self._lock:
-            if self._timer is not None:
-                self._timer.cancel()
-                self._timer = None
             held, self._held = self._held, []
             batch = [*held, *events]
             if not batch:

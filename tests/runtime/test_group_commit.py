@@ -197,3 +197,41 @@ def test_sigkill_while_branches_wait_for_a_group_commit_loses_only_uncommitted_w
     assert not set(after) & durable
     assert set(after) == {f"fan[{index}].square" for index in items} - durable
     assert max(Counter(before + after).values()) <= 2
+
+
+async def test_write_behind_events_reach_the_log_without_a_durable_append(
+    tmp_path: Path,
+) -> None:
+    # One flush timer per run, not per step: a commit does not cancel it, so it may
+    # fire with nothing held (and write nothing); an event held after that is still
+    # flushed by the next timer.
+    writer, log, _ = await open_writer(tmp_path)
+    writer.flush_delay = 0.001
+    fired = asyncio.Event()
+    flush_soon = writer._flush_soon
+
+    def spy() -> None:
+        flush_soon()
+        fired.set()
+
+    writer._flush_soon = spy  # type: ignore[method-assign]
+    first = StepAttemptStarted(step_path="a", step_id="a", kind="execute")
+    await writer.append([first], sync=False)
+    await writer.append([completed("a")], sync=True)
+    assert log.commits == [2]
+    await fired.wait()
+    assert writer._flushing is None
+    assert log.commits == [2]
+
+    fired.clear()
+    second = StepAttemptStarted(step_path="b", step_id="b", kind="execute")
+    await writer.append([second], sync=False)
+    await fired.wait()
+    assert writer._flushing is not None
+    await writer.drain()
+    assert log.commits == [2, 1]
+    records = await log.inner.read(RUN)
+    assert [record.event for record in records[-3:]] == [first, completed("a"), second]
+    assert writer.state.last_seq == records[-1].seq
+    writer.discard()
+    await log.inner.close()
