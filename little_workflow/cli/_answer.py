@@ -6,6 +6,7 @@ from typing import Any
 
 import click
 
+from little_workflow.cli._checkpoints import checkpoint_storage, checkpoints_option
 from little_workflow.cli._main import Options, execute
 
 
@@ -13,12 +14,7 @@ from little_workflow.cli._main import Options, execute
 @click.argument("execution_id")
 @click.argument("prompt_id")
 @click.argument("text")
-@click.option(
-    "--checkpoints",
-    default=None,
-    help="Store URL of the harness's checkpoint storage (file:///..., sqlite:///...; "
-    "default: the data directory's store).",
-)
+@checkpoints_option
 @click.pass_obj
 def answer(
     options: Options, *, execution_id: str, prompt_id: str, text: str, checkpoints: str | None
@@ -29,12 +25,8 @@ def answer(
         from little_workflow.durable import create_checkpoint_store
         from little_workflow.errors import ConfigError
         from little_workflow.harness import answer_key
-        from little_workflow.runtime import DataDir
-        from little_workflow.storage import open_storage
 
-        url = checkpoints or options.store or DataDir.at(options.data_dir).store_url
-        storage = await open_storage(url)
-        try:
+        async with checkpoint_storage(options, checkpoints) as (storage, url):
             snapshot = await create_checkpoint_store(storage=storage).load(execution_id)
             if snapshot is None:
                 raise ConfigError(
@@ -49,8 +41,6 @@ def answer(
                     code="prompt_not_found",
                 )
             await storage.set(answer_key(execution_id, prompt_id), {"text": text})
-        finally:
-            await storage.close()
 
     execute(options, work)
     click.echo(

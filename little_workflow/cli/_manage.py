@@ -7,6 +7,7 @@ from typing import Any
 
 import click
 
+from little_workflow.cli._checkpoints import checkpoint_storage, checkpoints_option
 from little_workflow.cli._main import EXIT_BUSY, Options, execute, print_json
 from little_workflow.cli._runs import _runtime
 
@@ -67,12 +68,7 @@ def cancel(
 
 @click.command()
 @click.argument("execution_id")
-@click.option(
-    "--checkpoints",
-    default=None,
-    help="Store URL of the harness's checkpoint storage (file:///..., sqlite:///...; "
-    "default: the data directory's store).",
-)
+@checkpoints_option
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
 @click.pass_obj
@@ -100,15 +96,9 @@ def clear(
 
     async def work() -> Any:
         from little_workflow.harness import clear_execution
-        from little_workflow.runtime import DataDir
-        from little_workflow.storage import open_storage
 
-        url = checkpoints or options.store or DataDir.at(options.data_dir).store_url
-        storage = await open_storage(url)
-        try:
+        async with checkpoint_storage(options, checkpoints) as (storage, url):
             cleared = await clear_execution(storage, execution_id)
-        finally:
-            await storage.close()
         if cleared.empty:
             raise ConfigError(
                 f"there is no recovery data of execution {execution_id!r} in {url}",
