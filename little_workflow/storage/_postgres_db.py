@@ -101,6 +101,46 @@ MIGRATIONS: Final[Sequence[LiteralString]] = (
         created_at double precision NOT NULL
     );
     """,
+    # 3: the append as one server-side function, so a durable step is one round trip
+    # (``PostgresEventLog.append``). The body is what the append used to send as BEGIN,
+    # reserve, insert, COMMIT; as one statement in autocommit mode it is one implicit
+    # transaction, which the conflict exception rolls back whole. ``set_config(...,
+    # true)`` lasts until that transaction's commit, so ``p_sync = false`` relaxes
+    # ``synchronous_commit`` for this append alone.
+    """
+    CREATE FUNCTION lw_append(
+        p_run_id text, p_status text, p_workflow text, p_parent_run_id text,
+        p_expected bigint, p_types text[], p_data text[], p_sync boolean,
+        OUT out_last_seq bigint, OUT out_ts double precision
+    ) LANGUAGE plpgsql AS $$
+    DECLARE
+        n bigint := cardinality(p_types);
+    BEGIN
+        IF NOT p_sync THEN
+            PERFORM set_config('synchronous_commit', 'off', true);
+        END IF;
+        INSERT INTO runs AS r (run_id, status, workflow, parent_run_id, created_at,
+                               updated_at, last_seq)
+        VALUES (p_run_id, p_status, p_workflow, p_parent_run_id,
+                extract(epoch FROM statement_timestamp())::double precision,
+                extract(epoch FROM statement_timestamp())::double precision, n)
+        ON CONFLICT (run_id) DO UPDATE SET
+            last_seq = r.last_seq + EXCLUDED.last_seq,
+            updated_at = GREATEST(r.updated_at, EXCLUDED.updated_at),
+            status = COALESCE(EXCLUDED.status, r.status),
+            workflow = COALESCE(EXCLUDED.workflow, r.workflow),
+            parent_run_id = COALESCE(EXCLUDED.parent_run_id, r.parent_run_id)
+        RETURNING r.last_seq, r.updated_at INTO out_last_seq, out_ts;
+        IF p_expected IS NOT NULL AND out_last_seq - n <> p_expected THEN
+            RAISE EXCEPTION 'expected last seq %, found %', p_expected, out_last_seq - n
+                USING ERRCODE = 'LW409', DETAIL = (out_last_seq - n)::text;
+        END IF;
+        INSERT INTO events (run_id, seq, type, ts, data)
+        SELECT p_run_id, out_last_seq - n + e.ord, e.type, out_ts, e.data
+        FROM unnest(p_types, p_data) WITH ORDINALITY AS e(type, data, ord);
+    END
+    $$;
+    """,
 )
 
 DEFAULT_MAX_CONNECTIONS: Final = 8

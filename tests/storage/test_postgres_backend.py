@@ -295,10 +295,23 @@ async def test_unsynced_appends_are_readable_and_the_setting_stays_local(
     assert await log.append("run_async", events[:1], sync=False) == [1]
     assert await log.append("run_async", events[1:], sync=False) == [2, 3, 4, 5, 6]
     assert [record.event for record in await log.read("run_async")] == events
-    assert sum("synchronous_commit" in statement for statement in statements) == 2
+    # Every append is the one call to lw_append, whatever ``sync`` says.
+    assert len(statements) == 3
+    assert all("lw_append" in statement for statement in statements[:2])
     async with database.connection("show the setting") as conn:
         cursor = await conn.execute("SHOW synchronous_commit")
         assert await cursor.fetchone() == ("on",)
+    # What the function does with p_sync, seen from inside one explicit transaction:
+    # the setting is off until that transaction ends, and only with p_sync false.
+    call = "SELECT * FROM lw_append('run_probe', NULL, NULL, NULL, NULL, %s, %s, %s)"
+    for sync, inside in ((False, "off"), (True, "on")):
+        async with database.transaction("probe the setting") as conn:
+            await conn.execute(call, [["t"], ["{}"], sync])
+            cursor = await conn.execute("SHOW synchronous_commit")
+            assert await cursor.fetchone() == (inside,)
+        async with database.connection("show the setting") as conn:
+            cursor = await conn.execute("SHOW synchronous_commit")
+            assert await cursor.fetchone() == ("on",)
 
 
 async def test_a_big_append_is_a_fixed_number_of_statements(
@@ -309,6 +322,7 @@ async def test_a_big_append_is_a_fixed_number_of_statements(
     statements.clear()
     await log.append("run_one", [_step(1)])
     for_one = len(statements)
+    assert for_one == 1  # lw_append: the reservation, the inserts and the commit at once
     statements.clear()
     assert await log.append("run_many", [_step(i) for i in range(2000)]) == list(range(1, 2001))
     assert len(statements) == for_one
