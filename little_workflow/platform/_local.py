@@ -96,6 +96,8 @@ STATUS_PREFIX = "subprocess:status:"
 READY_FD_ENV = "LITTLE_WORKFLOW_CHILD_READY_FD"
 _VERSION = 1
 _READY_LIMIT = 64 * 1024
+# Seconds since the epoch: far beyond any real ``createdAt``, and well inside a float.
+_MAX_TIMESTAMP = 1e15
 
 
 def status_key(handle_id: str) -> str:
@@ -175,7 +177,11 @@ class ChildManifest:
 
         metadata = value.get("metadata")
         created = value.get("createdAt")
-        if not isinstance(metadata, dict) or not isinstance(created, (int, float)):
+        if (
+            not isinstance(metadata, dict)
+            or not isinstance(created, (int, float))
+            or not -_MAX_TIMESTAMP <= created <= _MAX_TIMESTAMP  # float() of 10**400 raises
+        ):
             raise CorruptDataError(f"subprocess manifest {key!r}: metadata or createdAt is bad")
         process, host = value.get("process"), value.get("host")
         manifest = cls(
@@ -473,7 +479,7 @@ class LocalHandle:
 def _envelope(frame: str, handle_id: str) -> dict[str, Any]:
     try:
         value = json.loads(frame)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:  # RecursionError: nested too deeply
         raise CorruptDataError(f"child {handle_id!r} sent a frame that is not JSON") from exc
     if not isinstance(value, dict):
         raise CorruptDataError(f"child {handle_id!r} sent a frame that is not an object")
@@ -609,10 +615,14 @@ class LocalSubprocessAdapter:
             return None
         manifest = ChildManifest.from_json(value, key=key)
         status = await self.read_status(handle_id)
-        if status is not None and status.state != "running":
-            return LocalHandle(self, manifest, status=status)
         identity = manifest.process or (status.process if status is not None else None)
         transport = manifest.transport or (status.transport if status is not None else None)
+        if status is not None and status.state != "running":
+            # The child's identity from its own record when the host died before writing
+            # it into the manifest: a finished child may still be lingering, and
+            # ``is_alive()`` (which ``forget`` and a respawn rely on) must see it.
+            manifest = dataclasses.replace(manifest, process=identity, transport=transport)
+            return LocalHandle(self, manifest, status=status)
         if identity is None or transport is None or not is_alive(identity):
             return None
         manifest = dataclasses.replace(manifest, process=identity, transport=transport)
