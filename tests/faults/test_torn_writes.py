@@ -29,6 +29,7 @@ from little_workflow.memory import open_memory
 from little_workflow.platform import SpawnSpec, create_local_subprocess_adapter
 from little_workflow.platform.ipc import create_durable_outbound_queue
 from little_workflow.storage import FileBlobStore, blob_digest, create_file_storage
+from tests.faults.disk import temp_files
 from tests.faults.killer import (
     ARTIFACT,
     DESCRIBE,
@@ -67,10 +68,6 @@ def arm(mode: str, pattern: str, rename: int, write: int) -> tuple[str, str]:
     if mode == "before-rename":
         return ("--before-rename", f"{pattern}#{rename}")
     return ("--mid-write", str(write))
-
-
-def temp_files(root: Path) -> list[Path]:
-    return [path for path in root.rglob("*") if path.name.startswith(("~", ".~"))]
 
 
 @pytest.mark.parametrize("mode", MODES)
