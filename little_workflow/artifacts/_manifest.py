@@ -180,7 +180,7 @@ class ArtifactManifest:
                 step_path=_optional(value, "stepPath"),
                 created_at=float(_field(value, "createdAt", (int, float))),
             )
-        except (KeyError, TypeError) as exc:
+        except (KeyError, TypeError, OverflowError) as exc:  # OverflowError: float(10**400)
             raise CorruptDataError(f"artifact manifest {source} is malformed: {exc}") from exc
         if (
             not is_valid_id(manifest.artifact_id)
@@ -188,6 +188,13 @@ class ArtifactManifest:
             or manifest.size < 0
         ):
             raise CorruptDataError(f"artifact manifest {source} holds an invalid id, hash or size")
+        # The name becomes a file name on export (and the media type a header in the UI):
+        # a manifest is checked like a put, so '../x' cannot leave the export directory.
+        try:
+            validate_artifact_name(manifest.name)
+            guess_media_type(manifest.name, manifest.media_type)
+        except (InvalidKeyError, InvalidValueError) as exc:
+            raise CorruptDataError(f"artifact manifest {source}: {exc.message}") from exc
         return manifest
 
 

@@ -135,13 +135,14 @@ class FileLock:
         """The holder recorded in the lock file, if it can be read."""
         try:
             record = json.loads(self.path.read_bytes() or b"null")
-        except (OSError, ValueError):
+        except (OSError, ValueError, RecursionError):
             return None
         if not isinstance(record, dict):
             return None
         process = ProcessIdentity.from_json(record.get("owner"))
         acquired = record.get("acquiredAt")
-        if process is None or not isinstance(acquired, int | float):
+        # Bounded: describe() formats it, and localtime() of 1e18 raises.
+        if process is None or not isinstance(acquired, int | float) or not 0 <= acquired <= 1e11:
             return None
         return LockOwner(process, str(record.get("purpose", "")), float(acquired))
 

@@ -198,6 +198,11 @@ def _read_json(text: str, source: str | None) -> JsonValue:
 
 
 def _check_depth(data: object, source: str | None) -> None:
+    """Refuse nesting deeper than ``MAX_NESTING_DEPTH`` and strings that are not text.
+
+    Both formats decode ``"\\ud800"`` to a lone surrogate, which no UTF-8 encoder
+    accepts: left in, it would fail later, untyped, when the definition is hashed.
+    """
     stack: list[tuple[object, int]] = [(data, 0)]
     while stack:
         item, depth = stack.pop()
@@ -205,10 +210,49 @@ def _check_depth(data: object, source: str | None) -> None:
             raise LwirTooLargeError(
                 f"{source or 'workflow document'} is nested more than {MAX_NESTING_DEPTH} deep"
             )
-        if isinstance(item, Mapping):
+        if isinstance(item, str):
+            if not item.isascii() and not _is_text(item):
+                _lone_surrogate(data, source)
+        elif isinstance(item, Mapping):
+            stack.extend((key, depth) for key in item)
             stack.extend((child, depth + 1) for child in item.values())
         elif isinstance(item, list | tuple):
             stack.extend((child, depth + 1) for child in item)
+
+
+def _is_text(value: str) -> bool:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _lone_surrogate(data: object, source: str | None) -> NoReturn:
+    """Raise ``LwirSyntaxError`` naming the first string (or key) with a lone surrogate."""
+    stack: list[tuple[object, str]] = [(data, "")]
+    where = "a string"
+    while stack:
+        item, place = stack.pop()
+        if isinstance(item, str):
+            if not _is_text(item):
+                where = place or "the document"
+                break
+        elif isinstance(item, Mapping):
+            for key, child in item.items():
+                if isinstance(key, str) and not _is_text(key):
+                    where = f"a key of {place or 'the document'}"
+                    stack.clear()
+                    break
+                stack.append((child, f"{place}.{key}" if place else str(key)))
+        elif isinstance(item, list | tuple):
+            stack.extend((child, f"{place}[{index}]") for index, child in enumerate(item))
+    raise LwirSyntaxError(
+        f"{where} holds a lone surrogate, an escape such as \\ud800 that is not valid "
+        "Unicode text (in YAML, write a character beyond U+FFFF as \\U0001F600, not as a "
+        "pair of \\u escapes)",
+        source=source,
+    )
 
 
 def _json_kind(value: object) -> str:

@@ -13,6 +13,10 @@ from dataclasses import dataclass
 
 __all__ = ["ProcessIdentity", "current_process", "is_alive", "process_start_time"]
 
+# A pid is a C ``pid_t`` (32-bit signed): a larger one read from a file would make
+# ``os.kill`` raise ``OverflowError`` instead of naming no process.
+_MAX_PID = 2**31 - 1
+
 
 def process_start_time(pid: int) -> int | None:
     """The start time of ``pid`` in clock ticks since boot, or ``None`` if it is gone."""
@@ -47,7 +51,7 @@ class ProcessIdentity:
         if not isinstance(value, dict):
             return None
         pid, start = value.get("pid"), value.get("startTime")
-        if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
+        if not isinstance(pid, int) or isinstance(pid, bool) or not 0 < pid <= _MAX_PID:
             return None
         if start is not None and (not isinstance(start, int) or isinstance(start, bool)):
             return None
