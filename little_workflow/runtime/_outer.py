@@ -42,7 +42,7 @@ from little_workflow.codec import sha256_digest
 from little_workflow.durable import FileLock
 from little_workflow.errors import ConfigError, CorruptDataError, RunFailedError
 from little_workflow.events import OuterLoopCycleCompleted, OuterLoopCycleResult, RunStatus
-from little_workflow.ids import new_id, validate_id
+from little_workflow.ids import is_valid_id, new_id, validate_id
 from little_workflow.lwir import Workflow, definition_hash
 from little_workflow.platform._atomic import atomic_write
 
@@ -182,6 +182,15 @@ def read_manifest(path: Path) -> OuterLoopManifest | None:
             raise _corrupt(
                 path, f"cycles.{index - 1}.cycleNumber: {cycle.cycle_number}, not {index}"
             )
+    # Run ids are resumed and looked up: a bad one is reported here, naming the file,
+    # rather than as a bare invalid id from deep inside the cycle's run.
+    run_ids: dict[str, str | None] = {
+        f"cycles.{i}.runId": cycle.run_id for i, cycle in enumerate(manifest.cycles)
+    }
+    run_ids["pendingCycleRunId"] = manifest.pending_cycle_run_id
+    for where, run_id in run_ids.items():
+        if run_id is not None and not is_valid_id(run_id):
+            raise _corrupt(path, f"{where}: {run_id[:80]!r} is not a valid run id")
     return manifest
 
 

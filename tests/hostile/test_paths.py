@@ -25,6 +25,7 @@ from little_workflow.errors import (
     StorageError,
 )
 from little_workflow.ids import is_valid_id, validate_id
+from little_workflow.memory import MemoryStore
 from little_workflow.runtime._datadir import DataDir
 from little_workflow.storage import create_file_storage
 from little_workflow.storage._blobs_file import FileBlobStore
@@ -265,3 +266,24 @@ def test_cli_commands_refuse_hostile_ids(tmp_path: Path, command: str) -> None:
             assert result.exit_code == 3, (ident, result.output)
             assert "error: invalid_id: invalid " in result.output, result.output
     assert {p.name for p in tmp_path.iterdir()} <= {"data"}
+
+
+@FUZZ
+@given(path_tricks, st.lists(path_tricks, min_size=1, max_size=3).map("/".join))
+async def test_memory_namespaces_and_keys_stay_under_the_store_root(
+    tmp_path_factory: pytest.TempPathFactory, namespace: str, key: str
+) -> None:
+    base = tmp_path_factory.mktemp("memory")
+    storage = create_file_storage(base / "root")
+    memory = MemoryStore(storage, prefix="memory/")
+    try:
+        await memory.put(namespace, key, {"v": 1})
+    except (InvalidIdError, InvalidKeyError) as exc:
+        expect(exc.message.startswith(("invalid memory namespace", "memory key: ")), exc)
+    else:
+        assert await memory.get(namespace, key) == {"v": 1}
+        for path in (base / "root").rglob("*"):
+            assert path.resolve().is_relative_to((base / "root").resolve())
+    finally:
+        await storage.close()
+    assert {p.name for p in base.iterdir()} <= {"root"}

@@ -21,6 +21,7 @@ from little_workflow.durable import FileLock, StepLedger, create_checkpoint_stor
 from little_workflow.durable._ledger import DEFAULT_STEP_LEDGER_RETENTION, ledger_key
 from little_workflow.errors import CorruptDataError, FrameError, LittleWorkflowError
 from little_workflow.harness import AgentHarness, HarnessEnvironment, HarnessStorage, run_code
+from little_workflow.ids import is_valid_id
 from little_workflow.platform._local import ChildManifest, _envelope, _parse_status
 from little_workflow.platform._proc import ProcessIdentity, is_alive
 from little_workflow.platform.ipc import decode_json
@@ -216,6 +217,26 @@ def test_an_unreadable_outer_loop_manifest_is_corrupt_data(tmp_path: Path, conte
     assert path.read_bytes() == content  # left unchanged
 
 
+@pytest.mark.parametrize("run_id", ["../../escape", "/etc/x", "run_1/../x", "a\x00", ".."])
+@pytest.mark.parametrize("field", ["pendingCycleRunId", "cycles.0.runId"])
+def test_a_manifest_run_id_that_could_leave_the_data_directory_is_corrupt_data(
+    tmp_path: Path, field: str, run_id: str
+) -> None:
+    # Before: read as valid; the resumed cycle then failed with a bare InvalidIdError
+    # that did not name the manifest.
+    value = json.loads(json.dumps(OUTER))
+    if field == "pendingCycleRunId":
+        value["pendingCycleRunId"] = run_id
+    else:
+        value["cycles"][0]["runId"] = run_id
+    path = tmp_path / "ol1.json"
+    path.write_text(json.dumps(value))
+    with pytest.raises(CorruptDataError) as caught:
+        read_manifest(path)
+    assert f"({field}: {run_id!r} is not a valid run id)" in caught.value.message
+    assert str(path) in caught.value.message
+
+
 @FUZZ
 @given(mutations(OUTER))
 def test_fuzzed_outer_loop_manifests(
@@ -230,6 +251,7 @@ def test_fuzzed_outer_loop_manifests(
         return
     assert manifest is not None
     assert manifest.outer_loop_id == "ol1"
+    assert all(is_valid_id(cycle.run_id) for cycle in manifest.cycles)
     assert [c.cycle_number for c in manifest.cycles] == list(range(1, len(manifest.cycles) + 1))
 
 
