@@ -49,6 +49,7 @@ from little_workflow.lwir import (
     definition_hash,
     load_workflow,
 )
+from little_workflow.lwir._hash import hash_definition
 from little_workflow.lwir._models import TRUSTED_GRAPH
 from little_workflow.storage import StorageAdapter
 
@@ -73,6 +74,8 @@ class WorkflowVersion:
     source: str | None = None
     #: Step identities computed so far, by ``id()`` of the step model (see ``identity``).
     _identities: dict[int, str] = field(default_factory=dict, compare=False, repr=False)
+    #: The canonical definition, when resolving computed it already (what a record holds).
+    _definition: dict[str, JsonValue] | None = field(default=None, compare=False, repr=False)
 
     @property
     def name(self) -> str:
@@ -201,13 +204,20 @@ class WorkflowCatalog:
                 continue
             child, child_source = self.find(reference, source, where=f"{label} step {step_id!r}")
             children[reference] = self._resolve(child, child_source, stack=(*stack, label))
-        digest = definition_hash(workflow)
+        # One dump for the definition hash, the record's definition and every step's
+        # identity: for a long workflow, pinning was mostly dumping the same steps again.
+        hashed = hash_definition(workflow)
         return WorkflowVersion(
             workflow=workflow,
-            definition_hash=digest,
-            version_id=_version_id(digest, children),
+            definition_hash=hashed.digest,
+            version_id=_version_id(hashed.digest, children),
             children=children,
             source=None if source is None else str(source),
+            _identities={
+                id(step): identity
+                for step, identity in zip(_walk(workflow.steps), hashed.step_hashes, strict=True)
+            },
+            _definition=hashed.definition,
         )
 
     def find(
@@ -245,7 +255,11 @@ class WorkflowCatalog:
         key = f"workflows/{version.version_id}"
         record: dict[str, JsonValue] = {
             "format": _RECORD_FORMAT,
-            "definition": canonical_definition(version.workflow),
+            "definition": (
+                canonical_definition(version.workflow)
+                if version._definition is None
+                else version._definition
+            ),
             "refs": {ref: child.version_id for ref, child in version.children.items()},
             "source": version.source,
             "identities": list[JsonValue](version.identities()),

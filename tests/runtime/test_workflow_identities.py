@@ -7,13 +7,24 @@ steps hash to, and a record pinned before they were stored must still load.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from little_workflow.codec import sha256_digest
-from little_workflow.errors import CorruptDataError
-from little_workflow.lwir import ExecuteStep, MapStep, OutputStep, StepBase, Workflow
+from little_workflow.errors import CorruptDataError, LwirError
+from little_workflow.lwir import (
+    ExecuteStep,
+    MapStep,
+    OutputStep,
+    StepBase,
+    Workflow,
+    canonical_definition,
+    definition_hash,
+    load_workflow,
+)
+from little_workflow.lwir._hash import hash_definition
 from little_workflow.runtime._workflows import WorkflowCatalog, WorkflowVersion
 from little_workflow.storage import MemoryStorage
 
@@ -103,3 +114,46 @@ async def test_stored_identities_that_do_not_fit_the_definition_are_corrupt(
     await kv.set(f"workflows/{pinned.version_id}", record)
     with pytest.raises(CorruptDataError, match="step identities"):
         await WorkflowCatalog(kv, {}).load(pinned.version_id)
+
+
+def _walk(steps: tuple[Any, ...]) -> list[StepBase]:
+    found: list[StepBase] = []
+    for step in steps:
+        found.append(step)
+        found.extend(_walk(step.body_steps()))
+    return found
+
+
+def _workflow_files() -> list[Path]:
+    root = Path(__file__).resolve().parents[2]
+    files = [
+        path
+        for folder in ("examples", "tests")
+        for suffix in ("*.yaml", "*.yml", "*.json")
+        for path in (root / folder).rglob(suffix)
+        if "hostile" not in path.parts  # inputs built to be refused, some of them slowly
+    ]
+    loaded = []
+    for path in sorted(files):
+        try:
+            load_workflow(path)
+        except LwirError:
+            continue  # not a workflow, or one that is invalid on purpose
+        loaded.append(path)
+    return loaded
+
+
+@pytest.mark.parametrize(
+    "path", _workflow_files(), ids=lambda path: f"{path.parent.name}/{path.name}"
+)
+def test_one_dump_gives_the_hashes_of_the_whole_and_of_each_step(path: Path) -> None:
+    workflow = load_workflow(path)
+    hashed = hash_definition(workflow)
+    assert hashed.digest == definition_hash(workflow)
+    assert hashed.definition == canonical_definition(workflow)
+    assert list(hashed.step_hashes) == [_hashed(step) for step in _walk(workflow.steps)]
+
+
+def test_the_examples_are_among_the_files_compared() -> None:
+    names = {path.name for path in _workflow_files()}
+    assert {"workflow.yaml", "brief.yaml", "research.yaml"} <= names
