@@ -11,7 +11,8 @@
       locks/                  run and outer-loop locks held by live processes
       outer-loops/            outer-loop manifests
 
-Directories are created owner-only (0700): runs hold model prompts and tool results.
+Directories are created owner-only (0700), the parents made on the way included, and
+files 0600, whatever the umask: runs hold model prompts and tool results.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from pathlib import Path
 from little_workflow.errors import StorageUnavailableError
 from little_workflow.ids import validate_id
 from little_workflow.storage import SQLITE_DEFAULT_FILENAME
+from little_workflow.storage._dirs import make_private_dirs
 
 __all__ = ["DataDir"]
 
@@ -43,7 +45,9 @@ class DataDir:
     def create(self) -> DataDir:
         """Create the directory and its layout if missing; owner-only permissions."""
         try:
-            self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
+            # Every level made here is private, not only the last (``mkdir -p`` would
+            # leave the parents it makes to the umask, 0777 under ``umask 0``).
+            make_private_dirs(self.root)
             for name in _SUBDIRECTORIES:
                 (self.root / name).mkdir(mode=0o700, exist_ok=True)
         except OSError as exc:

@@ -33,6 +33,7 @@ from little_workflow.storage._blobs import (
     validate_digest,
     verified,
 )
+from little_workflow.storage._dirs import make_private_dirs
 
 __all__ = ["FileBlobStore", "restore_aside", "sweep_file"]
 
@@ -130,7 +131,7 @@ class FileBlobStore:
         if shard.is_dir():
             return
         created_root = not self.root.is_dir()
-        self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        make_private_dirs(self.root)
         shard.mkdir(mode=0o700, exist_ok=True)
         # The new directory entries must survive a power cut too, or the blob's file
         # would be lost with its directory although its own fsync succeeded.

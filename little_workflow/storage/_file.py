@@ -70,6 +70,7 @@ from little_workflow.errors import (
     StorageError,
     StorageUnavailableError,
 )
+from little_workflow.storage._dirs import make_private_dirs
 from little_workflow.storage._keys import validate_key, validate_prefix
 from little_workflow.storage._values import encode_value
 
@@ -566,7 +567,7 @@ class FileStorage:
         if os.path.isdir(self._root):
             return
         try:
-            os.makedirs(self._root, mode=0o700, exist_ok=True)
+            make_private_dirs(self._root)
             _fsync_dir(os.path.dirname(self._root))
         except OSError as exc:
             raise StorageUnavailableError(

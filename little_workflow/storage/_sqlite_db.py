@@ -49,6 +49,7 @@ from little_workflow.errors import (
     StorageError,
     StorageUnavailableError,
 )
+from little_workflow.storage._dirs import make_private_dirs
 from little_workflow.storage._url import StoreSpec
 
 __all__ = ["MIGRATIONS", "SqliteDatabase"]
@@ -130,7 +131,7 @@ class SqliteDatabase:
         parent = self.path.parent
         try:
             if not parent.exists():
-                parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+                make_private_dirs(parent)
         except OSError as exc:
             raise StorageUnavailableError(
                 f"cannot create the directory {str(parent)!r} for the SQLite database: {exc}"
