@@ -59,12 +59,13 @@ def redact(text: str, secret: str | None) -> str:
     return text
 
 
-def _shorten(text: str) -> str:
-    text = " ".join(text.split())
+def _shorten(text: str, secret: str | None) -> str:
+    # Redacted before it is cut: a key straddling the cut would otherwise survive in part.
+    text = " ".join(redact(text, secret).split())
     return text if len(text) <= _MAX_REASON else text[: _MAX_REASON - 3] + "..."
 
 
-def _reason(response: httpx.Response) -> str:
+def _reason(response: httpx.Response, secret: str | None) -> str:
     """A short reason from an error body: ``error.message`` in both vendors' shapes."""
     try:
         data = response.json()
@@ -73,13 +74,13 @@ def _reason(response: httpx.Response) -> str:
     if isinstance(data, dict):
         error = data.get("error")
         if isinstance(error, dict) and isinstance(error.get("message"), str):
-            return _shorten(error["message"])
+            return _shorten(error["message"], secret)
         if isinstance(error, str):  # Ollama and some proxies: {"error": "text"}
-            return _shorten(error)
+            return _shorten(error, secret)
         if isinstance(data.get("message"), str):
-            return _shorten(data["message"])
+            return _shorten(data["message"], secret)
     text = response.text.strip()
-    return _shorten(text) if text else response.reason_phrase or "no reason given"
+    return _shorten(text, secret) if text else response.reason_phrase or "no reason given"
 
 
 def _retry_after(headers: httpx.Headers, max_wait: float) -> float | None:
@@ -182,7 +183,9 @@ class JsonPoster:
             retryable = override == "true"
         hint = _hint(status, self._key_env, self._secret is not None)
         return self._error(
-            f"HTTP {status}: {_reason(response)}{hint}", status=status, retryable=retryable
+            f"HTTP {status}: {_reason(response, self._secret)}{hint}",
+            status=status,
+            retryable=retryable,
         )
 
     def _backoff_for(self, retry: int) -> float:
@@ -251,7 +254,7 @@ class JsonPoster:
         if not isinstance(data, dict):
             raise self._error(
                 f"HTTP {response.status_code} with a body that is not a JSON object: "
-                f"{_shorten(response.text) or 'empty'}",
+                f"{_shorten(response.text, self._secret) or 'empty'}",
                 status=response.status_code,
                 retryable=False,
             )
