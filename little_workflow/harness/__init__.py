@@ -65,6 +65,7 @@ if TYPE_CHECKING:
         clear_execution,
     )
     from little_workflow.harness._manifest import build_manifest, diff_manifests, manifest_hash
+    from little_workflow.harness._redaction import REDACTED, Redaction
     from little_workflow.harness._slots import ModelSlot
     from little_workflow.harness._spawning import (
         LiveChildren,
@@ -142,6 +143,10 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "diff_manifests",
         "manifest_hash",
     ),
+    "little_workflow.harness._redaction": (
+        "REDACTED",
+        "Redaction",
+    ),
     "little_workflow.harness._slots": ("ModelSlot",),
     "little_workflow.harness._spawning": (
         "LiveChildren",
@@ -156,6 +161,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
 }
 
 __all__ = [
+    "REDACTED",
     "AgentHarness",
     "AskUser",
     "AskUserPrompt",
@@ -179,6 +185,7 @@ __all__ = [
     "NullRecorder",
     "Recorded",
     "Recorder",
+    "Redaction",
     "RestoreContextOptions",
     "RunCode",
     "RunToolCalls",

@@ -40,6 +40,7 @@ from little_workflow.harness._graph import (
     indexed_path,
     step_identity,
 )
+from little_workflow.harness._redaction import has_redacted_arguments
 from little_workflow.harness._slots import resolve_slot
 from little_workflow.harness._spawning import AGENT_RUNNER, dispatch, spawn_metadata, step_handle_id
 from little_workflow.harness.models import Message, ModelRequest, ModelResponse
@@ -313,6 +314,14 @@ class GraphRun:
                     result: JsonValue = await hook.run(detail, tool_context)
                 else:
                     tool = self.harness.tools.get(name)
+                    if has_redacted_arguments(tool.redaction, recorded_arguments):
+                        # A replay after a restart: the real value was never stored.
+                        raise ToolCallError(
+                            f"the arguments of this call to {name!r} were redacted when "
+                            "they were stored and are not available after a restart; call "
+                            "the tool again with the real values",
+                            error_code="tool_arguments_redacted",
+                        )
                     result = await tool.invoke(
                         recorded_arguments if isinstance(recorded_arguments, dict) else {},
                         ctx=tool_context,

@@ -50,6 +50,7 @@ from little_workflow.harness._context import (
 )
 from little_workflow.harness._execution import GraphRun, input_message
 from little_workflow.harness._graph import GraphStep
+from little_workflow.harness._redaction import RedactingRecorder, Redactor
 from little_workflow.harness._slots import ModelSlot
 from little_workflow.harness._spawning import AGENT_RUNNER, spawn_metadata
 from little_workflow.harness._tool_registry import ToolRegistry
@@ -78,6 +79,15 @@ __all__ = [
 ]
 
 logger = logging.getLogger("little_workflow.harness")
+
+
+def _as_is(value: JsonValue) -> JsonValue:
+    return value
+
+
+def _object(value: JsonValue) -> dict[str, JsonValue]:
+    assert isinstance(value, dict)  # redaction keeps an object an object
+    return value
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -239,6 +249,9 @@ class AgentHarness:
             DEFAULT_STEP_LEDGER_RETENTION if storage is None else storage.step_ledger_retention
         )
         self._runs: dict[str, GraphRun] = {}
+        # Per execution: the secret values its redacting tools have seen, in memory only
+        # (see ``_redaction``), so its snapshots are scrubbed of them too.
+        self._redactors: dict[str, Redactor] = {}
         self._answered: dict[tuple[str, str], asyncio.Event] = {}
         self._pending_answers: dict[tuple[str, str], str] = {}
 
@@ -310,12 +323,17 @@ class AgentHarness:
 
             latest = recorder.last_recorded(is_turn) if isinstance(recorder, StepLedger) else None
             root = latest or graph_id
+        composite_units = isinstance(recorder, StepLedger)
+        if recorder is not None:
+            redactor = self._redactor(ctx.id)
+            if redactor:
+                recorder = RedactingRecorder(recorder, redactor)
         run = GraphRun(
             self,
             ctx,
             recorder if recorder is not None else NullRecorder(),
             input,
-            composite_units=isinstance(recorder, StepLedger),
+            composite_units=composite_units,
         )
         run.root_path = root
         before = len(ctx.items)
@@ -380,6 +398,14 @@ class AgentHarness:
                 await listener(added)
         return added
 
+    def _redactor(self, execution_id: str) -> Redactor:
+        redactor = self._redactors.get(execution_id)
+        if redactor is None:
+            redactor = Redactor(self.tools.registry.redactions())
+            if redactor:
+                self._redactors[execution_id] = redactor
+        return redactor
+
     async def checkpoint(self, ctx: Context) -> None:
         """Save a snapshot of ``ctx`` (a no-op without a checkpoint store).
 
@@ -395,15 +421,17 @@ class AgentHarness:
         if run is not None:
             run.checkpoints += 1
         try:
+            redactor = self._redactor(ctx.id)
+            stored = redactor.stored if redactor else _as_is
             snapshot = CheckpointSnapshot(
                 execution_id=ctx.id,
                 thread_id=ctx.thread_id,
                 resource_id=ctx.resource_id,
                 frontier=[
-                    FrontierEntry(step_id=path, input=input)
+                    FrontierEntry(step_id=path, input=stored(input))
                     for path, input in (run.in_flight() if run is not None else ctx.frontier)
                 ],
-                layers={layer.id: layer.state() for layer in ctx.layers},
+                layers={layer.id: stored(layer.state()) for layer in ctx.layers},
                 cwd=CwdRecord(current=ctx.cwd, previous=ctx.previous_cwd)
                 if ctx.cwd is not None or ctx.previous_cwd is not None
                 else None,
@@ -411,7 +439,9 @@ class AgentHarness:
                     AskUserRecord(id=prompt.id, input=prompt.input, created_at=prompt.created_at)
                     for prompt in ctx.ask_user
                 ],
-                item_log=ItemLogRecord(items=[item.to_json() for item in ctx.items.items]),
+                item_log=ItemLogRecord(
+                    items=[_object(stored(item.to_json())) for item in ctx.items.items]
+                ),
                 captured_at=datetime.datetime.now(datetime.UTC).isoformat(),
             )
             await store.save(snapshot)

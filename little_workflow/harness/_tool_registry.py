@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from little_workflow.errors import ToolArgumentsError, ToolDefinitionError
+from little_workflow.harness._redaction import Redaction
 from little_workflow.harness._tools import Tool, tool
 from little_workflow.harness.models import ToolSpec
 
@@ -53,6 +54,12 @@ class ToolRegistry:
         raise ToolArgumentsError(
             f"unknown tool {name!r}; {hint}available: {available}", code="unknown_tool"
         )
+
+    def redactions(self) -> dict[str, Redaction]:
+        """``{name: rule}`` of the tools with a ``redact`` rule."""
+        return {
+            name: made.redaction for name, made in self._tools.items() if made.redaction is not None
+        }
 
     def specs(self, names: Iterable[str] | None = None) -> tuple[ToolSpec, ...]:
         """The ``ToolSpec`` of each tool, for a ``ModelRequest``.

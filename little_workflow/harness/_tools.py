@@ -57,6 +57,7 @@ from pydantic_core import PydanticSerializationError, to_jsonable_python
 from little_workflow.codec import JsonValue, check_json_value, sha256_digest
 from little_workflow.errors import InvalidValueError, ToolArgumentsError, ToolDefinitionError
 from little_workflow.harness._docstrings import parse_docstring
+from little_workflow.harness._redaction import Redaction
 from little_workflow.harness.models import ToolSpec
 
 __all__ = ["Tool", "tool"]
@@ -167,6 +168,8 @@ class Tool(Generic[P, R]):
     #: ``sha256:`` of the canonical JSON of name, description and parameters.
     schema_hash: str
     _binding: _Binding = field(compare=False)
+    #: What of its arguments and result is stored as ``"[REDACTED]"`` (``tool(redact=...)``).
+    redaction: Redaction | None = field(default=None, compare=False)
 
     def __hash__(self) -> int:
         return hash((self.name, self.schema_hash, self.function))
@@ -203,13 +206,21 @@ class Tool(Generic[P, R]):
 
 @overload
 def tool(
-    func: Callable[P, R], *, name: str | None = None, description: str | None = None
+    func: Callable[P, R],
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    redact: Redaction | None = None,
 ) -> Tool[P, R]: ...
 
 
 @overload
 def tool(
-    func: None = None, *, name: str | None = None, description: str | None = None
+    func: None = None,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    redact: Redaction | None = None,
 ) -> Callable[[Callable[P, R]], Tool[P, R]]: ...
 
 
@@ -218,25 +229,39 @@ def tool(
     *,
     name: str | None = None,
     description: str | None = None,
+    redact: Redaction | None = None,
 ) -> Tool[P, R] | Callable[[Callable[P, R]], Tool[P, R]]:
     """Make a ``Tool`` of a typed callable; usable as ``@tool``, ``@tool(name=...)`` or a call.
 
     ``name`` defaults to the function's name; ``description`` to its docstring's prose.
     Every parameter except ``ctx`` needs a type annotation that pydantic can express as
     JSON schema; ``*args`` and ``**kwargs`` are refused. ``ToolDefinitionError`` names
-    the parameter at fault. Given a ``Tool``, makes one of its function anew (to rename it).
+    the parameter at fault. Given a ``Tool``, makes one of its function anew (to rename it;
+    its ``redact`` rule is kept unless another is given). ``redact`` names the argument
+    and result fields stored as ``"[REDACTED]"`` (see ``Redaction``).
     """
+    if redact is not None and not isinstance(redact, Redaction):
+        raise ToolDefinitionError(
+            f"tool(redact=...) takes a Redaction, not a {type(redact).__name__}"
+        )
     if func is None:
 
         def decorate(function: Callable[P, R]) -> Tool[P, R]:
-            return _build(function, name=name, description=description)
+            return _build(function, name=name, description=description, redact=redact)
 
         return decorate
-    return _build(func, name=name, description=description)
+    return _build(func, name=name, description=description, redact=redact)
 
 
-def _build(func: Callable[P, R], *, name: str | None, description: str | None) -> Tool[P, R]:
+def _build(
+    func: Callable[P, R],
+    *,
+    name: str | None,
+    description: str | None,
+    redact: Redaction | None = None,
+) -> Tool[P, R]:
     if isinstance(func, Tool):
+        redact = redact if redact is not None else func.redaction
         func = func.function
     if not callable(func):
         raise ToolDefinitionError(f"a tool must be a callable, not a {type(func).__name__}")
@@ -312,6 +337,7 @@ def _build(func: Callable[P, R], *, name: str | None, description: str | None) -
         takes_ctx=any(p.field is None for p in parameters),
         schema_hash=schema_hash,
         _binding=_Binding(model=model, parameters=tuple(parameters)),
+        redaction=redact,
     )
 
 

@@ -1,0 +1,193 @@
+"""Per-tool redaction: a secret argument and a secret result are absent from every stored
+byte, while the tool and the model saw the real values in the live run; after a restart
+the redacted form replays, and a call whose argument was redacted is never made with the
+placeholder.
+"""
+
+from __future__ import annotations
+
+import secrets
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from little_workflow.errors import ToolDefinitionError
+from little_workflow.harness import REDACTED, ModelSlot, Redaction, tool
+from little_workflow.harness.models import ModelRequest, ScriptedProvider, scripted
+from little_workflow.runtime import Runtime
+from little_workflow.storage import open_storage
+from tests.harness.durable_support import Crash, durable_harness
+from tests.runtime.support import FakeSleep, cli, of_type
+
+FLOW = Path(__file__).resolve().parent / "flows" / "login.yaml"
+
+
+class Service:
+    """The ``login`` tool, recording what it was called with; ``crash`` kills it once."""
+
+    def __init__(self, *, crash: bool = False) -> None:
+        self.password = "pw-" + secrets.token_hex(12)
+        self.session = "sess-" + secrets.token_hex(12)
+        self.received: list[dict[str, Any]] = []
+        self.crash = crash
+        self.tool = tool(
+            self.login,
+            name="login",
+            redact=Redaction(arguments=("password",), result=("session",)),
+        )
+
+    def login(self, user: str, password: str) -> dict[str, Any]:
+        """Log in.
+
+        Args:
+            user: Who.
+            password: Their password.
+        """
+        self.received.append({"user": user, "password": password})
+        if user == "mallory":
+            raise ValueError(f"wrong password {password!r} for {user}")
+        if self.crash:
+            self.crash = False
+            raise Crash
+        return {"user": user, "session": self.session, "profile": {"session": self.session}}
+
+
+class Model:
+    """Logs in (first as the wrong user, if ``mistake``), then answers with what the tool
+    result said (as the model saw it)."""
+
+    def __init__(self, service: Service, *, mistake: bool = False) -> None:
+        self.service = service
+        self.users = ["mallory", "ada"] if mistake else ["ada"]
+        self.seen: list[str] = []
+
+    def __call__(self, request: ModelRequest) -> Any:
+        tools = [m for m in request.messages if m.role == "tool"]
+        self.seen += [m.content or "" for m in tools[len(self.seen) :]]
+        if len(tools) < len(self.users):
+            arguments = {"user": self.users[len(tools)], "password": self.service.password}
+            call = {"id": f"c_login{len(tools)}", "name": "login", "arguments": arguments}
+            return {"tool_calls": [call]}
+        if tools[-1].is_error:
+            return f"could not log in: {tools[-1].content}"
+        return "logged in"
+
+    def provider(self) -> ScriptedProvider:
+        return scripted(self)
+
+
+def _secrets_in(root: Path, service: Service) -> list[str]:
+    found = []
+    for path in sorted(root.rglob("*")):
+        if path.is_file():
+            data = path.read_bytes()
+            for name, value in (("password", service.password), ("session", service.session)):
+                if value.encode() in data:
+                    found.append(f"the {name} in {path.relative_to(root)}")
+    return found
+
+
+def test_a_redaction_rule_is_typed() -> None:
+    with pytest.raises(ToolDefinitionError):
+        Redaction(arguments="password")  # type: ignore[arg-type]
+    with pytest.raises(ToolDefinitionError):
+        tool(len, redact={"arguments": ["x"]})  # type: ignore[call-overload]
+    kept = tool(Service().tool, name="login2")
+    assert kept.redaction == Redaction(arguments=("password",), result=("session",))
+
+
+async def test_a_run_stores_no_redacted_value(tmp_path: Path) -> None:
+    service = Service()
+    model = Model(service, mistake=True)
+    data = tmp_path / "data"
+    options: dict[str, Any] = {
+        "model_slots": {"main": ModelSlot(provider=model.provider(), model="m")},
+        "tools": [service.tool],
+        "sleep": FakeSleep(),
+        "inline_payload_bytes": 64,  # the payloads go to blobs too, which are scanned
+    }
+    async with Runtime(data, **options) as rt:
+        result = await rt.run(FLOW, {"user": "ada"}, run_id="run_red")
+        assert result.output == "logged in"
+        events = await rt.events.read("run_red")
+    # Live: the tool got the real password, the model the real error and session token.
+    assert service.received == [
+        {"user": "mallory", "password": service.password},
+        {"user": "ada", "password": service.password},
+    ]
+    assert service.password in model.seen[0]
+    assert service.session in model.seen[1]
+    # Stored: the placeholder, with the rest of the call intact.
+    started = of_type(events, "harness.tool_call.started")
+    [failed] = of_type(events, "harness.tool_call.failed")
+    [succeeded] = of_type(events, "harness.tool_call.succeeded")
+    assert [event.arguments for event in started] == [
+        {"user": "mallory", "password": REDACTED},
+        {"user": "ada", "password": REDACTED},
+    ]
+    assert failed.message == f"ValueError: wrong password '{REDACTED}' for mallory"
+    assert succeeded.result == {
+        "user": "ada",
+        "session": REDACTED,
+        "profile": {"session": REDACTED},
+    }
+    assert _secrets_in(data, service) == []
+    shown = cli(data, "events", "run_red", "--json")
+    assert shown.returncode == 0, shown.stderr
+    assert REDACTED in shown.stdout
+    assert service.password not in shown.stdout
+    assert service.session not in shown.stdout
+
+    # A replay of the completed run returns its output and calls nothing.
+    async with Runtime(data, **options) as rt:
+        again = await rt.resume("run_red")
+    assert again.output == "logged in"
+    assert len(service.received) == 2
+
+
+async def test_a_checkpointed_harness_stores_no_redacted_value(tmp_path: Path) -> None:
+    service = Service()
+    model = Model(service)
+    root = tmp_path / "checkpoints"
+    storage = await open_storage(f"file://{root}")
+    try:
+        harness = durable_harness(storage, provider=model.provider(), tools=[service.tool])
+        ctx = harness.create_context(id="exec_red")
+        assert await harness.execute(ctx, "log in") == "logged in"
+        await harness.checkpoint(ctx)
+        # The live context keeps the real values: the conversation goes on with them.
+        assert any(service.session in (item.message.content or "") for item in ctx.items.items)
+        assert await storage.list("execution:exec_red:ledger:")
+    finally:
+        await storage.close()
+    assert service.received == [{"user": "ada", "password": service.password}]
+    assert _secrets_in(root, service) == []
+
+
+async def test_after_a_restart_a_redacted_argument_is_never_sent(tmp_path: Path) -> None:
+    """The process dies inside the tool call: the model's answer asking for it is recorded
+    (redacted), the call is not. The restarted process replays the answer and would call
+    ``login`` with ``"[REDACTED]"``; the call fails with ``tool_arguments_redacted``, and
+    the model is told so."""
+    service = Service(crash=True)
+    model = Model(service)
+    storage = await open_storage(f"file://{tmp_path / 'checkpoints'}")
+    try:
+        first = durable_harness(storage, provider=model.provider(), tools=[service.tool])
+        ctx = first.create_context(id="exec_crash")
+        with pytest.raises(Crash):
+            await first.execute(ctx, "log in")
+        # A new harness: a new process, whose memory holds no secret.
+        second = durable_harness(storage, provider=model.provider(), tools=[service.tool])
+        resumed = await second.resume("exec_crash")
+    finally:
+        await storage.close()
+    assert resumed is not None
+    _ctx, output = resumed
+    assert isinstance(output, str)
+    assert output.startswith("could not log in")
+    assert "were redacted when they were stored" in output
+    # Called once, live, with the real password; never with the placeholder.
+    assert service.received == [{"user": "ada", "password": service.password}]
+    assert _secrets_in(tmp_path / "checkpoints", service) == []
