@@ -53,6 +53,7 @@ errors (``sqlite3``, ``psycopg``, ``OSError``) are translated at the boundary wi
     │   ├── IpcAuthError                     ipc_auth_failed
     │   └── SequenceGapError                 ipc_sequence_gap
     ├── LockTimeoutError                     lock_timeout
+    ├── LeaseLostError                       lease_lost (a worker's lease on a run ended)
     ├── ArtifactNotFoundError                artifact_not_found
     ├── MemoMismatchError                    memo_identity_mismatch
     └── RunFailedError                       run_failed (carries ``cause_code``)
@@ -89,6 +90,7 @@ __all__ = [
     "IpcConnectionError",
     "IpcError",
     "IpcProtocolError",
+    "LeaseLostError",
     "LittleWorkflowError",
     "LockTimeoutError",
     "LwirError",
@@ -663,6 +665,16 @@ class LockTimeoutError(LittleWorkflowError):
     """
 
     code = "lock_timeout"
+
+
+class LeaseLostError(LittleWorkflowError):
+    """A worker's lease on a run expired or was taken over; its write was refused.
+
+    Nothing of the refused write was committed. The worker stops driving the run; the
+    worker holding the newer lease (or the next to claim the run) resumes it by replay.
+    """
+
+    code = "lease_lost"
 
 
 class ArtifactNotFoundError(LittleWorkflowError):

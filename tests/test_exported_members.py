@@ -57,6 +57,7 @@ def test_public_names_are_pinned() -> None:
         "IpcProtocolError",
         "JsonValue",
         "LittleWorkflowError",
+        "LeaseLostError",
         "LockTimeoutError",
         "LwirError",
         "LwirLoadError",

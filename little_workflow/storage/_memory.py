@@ -18,6 +18,7 @@ from little_workflow.codec import JsonValue
 from little_workflow.errors import ConflictError
 from little_workflow.events import Event, RecordedEvent, RunStatus, decode_event, encode_event
 from little_workflow.ids import validate_id
+from little_workflow.storage._fence import refuse_fence
 from little_workflow.storage._keys import validate_key, validate_prefix
 from little_workflow.storage._protocols import RunInfo, apply_run_index
 from little_workflow.storage._values import encode_value
@@ -111,6 +112,7 @@ class MemoryEventLog:
         expected_seq: int | None = None,
     ) -> list[int]:
         """Append ``events``; see ``EventLog.append``."""
+        refuse_fence("in-memory")
         validate_id(run_id, what="run id")
         run = self._runs.get(run_id)
         last = len(run.events) if run is not None else 0

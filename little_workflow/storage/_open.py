@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from little_workflow.errors import InvalidStoreUrlError
 from little_workflow.storage._blobs import BlobStore
 from little_workflow.storage._protocols import EventLog, ManagedStorage
+from little_workflow.storage._queue import RunQueue
 from little_workflow.storage._url import StoreSpec, parse_store_url
 
 __all__ = ["Store", "open_event_log", "open_storage", "open_store"]
@@ -30,6 +31,9 @@ class Store:
     kv: ManagedStorage
     closer: Callable[[], Awaitable[None]]
     blobs: BlobStore
+    #: The run queue workers claim from; ``None`` on a backend that has none (only
+    #: PostgreSQL has one: workers on several machines need a shared server).
+    queue: RunQueue | None = None
 
     async def close(self) -> None:
         """Close both (and the shared database)."""
@@ -76,6 +80,7 @@ async def open_store(store: str | StoreSpec) -> Store:
         from little_workflow.storage._blobs_postgres import PostgresBlobStore
         from little_workflow.storage._postgres import PostgresEventLog, PostgresStorage
         from little_workflow.storage._postgres_db import PostgresDatabase
+        from little_workflow.storage._queue_postgres import PostgresRunQueue
 
         postgres_db = await PostgresDatabase.open(spec)
         return Store(
@@ -84,6 +89,7 @@ async def open_store(store: str | StoreSpec) -> Store:
             kv=PostgresStorage(postgres_db),
             closer=postgres_db.close,
             blobs=PostgresBlobStore(postgres_db),
+            queue=PostgresRunQueue(postgres_db),
         )
     raise InvalidStoreUrlError(
         "a file: store holds key-value data only; use sqlite: or postgresql: for a run store"

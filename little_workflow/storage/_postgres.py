@@ -30,9 +30,10 @@ from psycopg import sql
 
 from little_workflow import codec
 from little_workflow.codec import JsonValue
-from little_workflow.errors import ConflictError, CorruptDataError, StorageError
+from little_workflow.errors import ConflictError, CorruptDataError, LeaseLostError, StorageError
 from little_workflow.events import Event, RecordedEvent, RunStatus, decode_event, encode_event
 from little_workflow.ids import validate_id
+from little_workflow.storage._fence import current_fence
 from little_workflow.storage._keys import prefix_upper_bound, validate_key, validate_prefix
 from little_workflow.storage._postgres_db import PostgresDatabase
 from little_workflow.storage._protocols import RunInfo, apply_run_index
@@ -168,9 +169,13 @@ class PostgresStorage(_Backend):
 # durable step costs on Postgres.
 # The two arrays go in binary (``%b``): psycopg's text format escapes every character of
 # every element in Python, ~170 µs for a step's two events here; binary copies them.
-_APPEND: Final = "SELECT out_last_seq, out_ts FROM lw_append(%s, %s, %s, %s, %s, %b, %b, %s)"
+_APPEND: Final = (
+    "SELECT out_last_seq, out_ts FROM lw_append(%s, %s, %s, %s, %s, %b, %b, %s, %s, %s)"
+)
 #: The SQLSTATE ``lw_append`` raises when ``expected_seq`` does not match.
 _CONFLICT_SQLSTATE: Final = "LW409"
+#: The SQLSTATE ``lw_append`` raises when the append's fence is no longer the lease.
+_LEASE_LOST_SQLSTATE: Final = "LW410"
 _READ: Final = (
     "SELECT seq, type, ts, data FROM events WHERE run_id = %s AND seq > %s ORDER BY seq LIMIT %s"
 )
@@ -220,6 +225,7 @@ class PostgresEventLog(_Backend):
         index = apply_run_index(events)
         count = len(events)
         doing = f"append {count} event(s) to run {run_id!r}"
+        fence = current_fence()
         params = (
             run_id,
             None if index.status is None else index.status.value,
@@ -229,11 +235,19 @@ class PostgresEventLog(_Backend):
             types,
             data,
             sync,
+            None if fence is None else fence.run_id,
+            None if fence is None else fence.token,
         )
         async with self._open_database(doing).connection(doing) as conn:
             try:
                 cursor = await conn.execute(_APPEND, params)
             except psycopg.Error as exc:
+                if exc.sqlstate == _LEASE_LOST_SQLSTATE and fence is not None:
+                    raise LeaseLostError(
+                        f"cannot append to run {run_id!r}: the lease on run "
+                        f"{fence.run_id!r} (token {fence.token}) expired or was taken over; "
+                        "nothing was written"
+                    ) from None
                 if exc.sqlstate != _CONFLICT_SQLSTATE or expected_seq is None:
                     raise
                 found = int(exc.diag.message_detail or -1)

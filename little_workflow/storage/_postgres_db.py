@@ -102,20 +102,64 @@ MIGRATIONS: Final[Sequence[LiteralString]] = (
     );
     """,
     # 3: the append as one server-side function, so a durable step is one round trip
-    # (``PostgresEventLog.append``). The body is what the append used to send as BEGIN,
-    # reserve, insert, COMMIT; as one statement in autocommit mode it is one implicit
-    # transaction, which the conflict exception rolls back whole. ``set_config(...,
-    # true)`` lasts until that transaction's commit, so ``p_sync = false`` relaxes
-    # ``synchronous_commit`` for this append alone.
+    # (``PostgresEventLog.append``), and the run queue with leases (``runtime/_queue.py``).
+    #
+    # ``lw_append``'s body is what the append used to send as BEGIN, reserve, insert,
+    # COMMIT; as one statement in autocommit mode it is one implicit transaction, which
+    # any exception it raises rolls back whole. ``set_config(..., true)`` lasts until
+    # that transaction's commit, so ``p_sync = false`` relaxes ``synchronous_commit``
+    # for this append alone. With ``p_lease_token``, the append is fenced: it commits
+    # only while ``p_lease_run_id``'s queue row is leased under that very token and the
+    # lease has not expired; the row is read FOR SHARE, so a worker taking the run over
+    # (FOR UPDATE SKIP LOCKED) cannot slip in between the check and the commit.
+    #
+    # ``run_queue``: one row per submitted run. ``lease_token`` comes from one sequence,
+    # so every claim of any run gets a larger token than any before it: a token names
+    # one holding of one run, never reused.
     """
+    CREATE SEQUENCE lease_tokens;
+    CREATE TABLE run_queue (
+        run_id text COLLATE "C" PRIMARY KEY,
+        state text NOT NULL CHECK (state IN ('queued', 'leased', 'done')),
+        submitted_at double precision NOT NULL,
+        worker_id text,
+        lease_token bigint,
+        lease_expires_at double precision,
+        attempts integer NOT NULL DEFAULT 0,
+        finished_at double precision,
+        outcome text
+    );
+    CREATE INDEX run_queue_queued_idx ON run_queue (submitted_at) WHERE state = 'queued';
+    CREATE INDEX run_queue_leased_idx ON run_queue (lease_expires_at) WHERE state = 'leased';
+    CREATE TABLE workers (
+        worker_id text COLLATE "C" PRIMARY KEY,
+        host text NOT NULL,
+        pid integer NOT NULL,
+        concurrency integer NOT NULL,
+        started_at double precision NOT NULL,
+        heartbeat_at double precision NOT NULL,
+        stopped_at double precision
+    );
     CREATE FUNCTION lw_append(
         p_run_id text, p_status text, p_workflow text, p_parent_run_id text,
         p_expected bigint, p_types text[], p_data text[], p_sync boolean,
+        p_lease_run_id text, p_lease_token bigint,
         OUT out_last_seq bigint, OUT out_ts double precision
     ) LANGUAGE plpgsql AS $$
     DECLARE
         n bigint := cardinality(p_types);
     BEGIN
+        IF p_lease_token IS NOT NULL THEN
+            PERFORM 1 FROM run_queue
+            WHERE run_id = p_lease_run_id AND state = 'leased'
+                AND lease_token = p_lease_token
+                AND lease_expires_at >= extract(epoch FROM clock_timestamp())
+            FOR SHARE;
+            IF NOT FOUND THEN
+                RAISE EXCEPTION 'the lease % on run % is no longer held',
+                    p_lease_token, p_lease_run_id USING ERRCODE = 'LW410';
+            END IF;
+        END IF;
         IF NOT p_sync THEN
             PERFORM set_config('synchronous_commit', 'off', true);
         END IF;

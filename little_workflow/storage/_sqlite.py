@@ -25,6 +25,7 @@ from little_workflow.events import (
     encode_event,
 )
 from little_workflow.ids import validate_id
+from little_workflow.storage._fence import refuse_fence
 from little_workflow.storage._keys import prefix_upper_bound, validate_key, validate_prefix
 from little_workflow.storage._protocols import RunInfo, apply_run_index
 from little_workflow.storage._sqlite_db import SqliteDatabase
@@ -152,6 +153,7 @@ class SqliteEventLog:
         expected_seq: int | None = None,
     ) -> list[int]:
         """Append ``events`` in one transaction; see ``EventLog.append``."""
+        refuse_fence("SQLite")
         validate_id(run_id, what="run id")
         # Encoding happens before the write lock is taken, so the lock is held only for
         # the inserts and the commit.

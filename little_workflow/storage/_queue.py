@@ -1,0 +1,127 @@
+"""The run queue: submitted runs, claimed by workers under leases with fencing tokens.
+
+A run is submitted once (``submit``); a worker ``claim``s ready runs, each under a lease
+that ends ``lease_seconds`` after the claim unless ``renew``ed, with a token larger
+than every token issued before it. The claimed run's appends carry that token
+(``storage/_fence.py``) and are refused once the lease has expired or another worker
+holds a newer one, so a worker that was paused (GC, SIGSTOP, a cut network) past its
+lease cannot write after the run moved on. A run whose lease expired is claimable again:
+its next holder resumes it from the log by replay. ``finish`` records the outcome, only
+for the current holder.
+
+Clocks: lease times are the database server's, the one clock every worker shares.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal, Protocol, runtime_checkable
+
+from little_workflow.storage._fence import Fence
+
+__all__ = ["Claim", "QueueEntry", "RunQueue", "WorkerInfo"]
+
+QueueState = Literal["queued", "leased", "done"]
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """A run a worker now holds: its fence, and how many times it was claimed so far."""
+
+    fence: Fence
+    attempts: int
+    #: When the lease ends unless renewed (server clock, seconds since the epoch).
+    expires_at: float
+
+    @property
+    def run_id(self) -> str:
+        """The claimed run."""
+        return self.fence.run_id
+
+
+@dataclass(frozen=True, slots=True)
+class QueueEntry:
+    """A submitted run's row in the queue."""
+
+    run_id: str
+    state: QueueState
+    submitted_at: float
+    worker_id: str | None
+    lease_token: int | None
+    lease_expires_at: float | None
+    attempts: int
+    finished_at: float | None
+    #: The run's status when it finished (``completed``, ``failed``, ``cancelled``).
+    outcome: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerInfo:
+    """A registered worker and the runs it holds now."""
+
+    worker_id: str
+    host: str
+    pid: int
+    concurrency: int
+    started_at: float
+    heartbeat_at: float
+    stopped_at: float | None
+    #: ``(run id, lease token, lease expires at)`` of each run it holds.
+    runs: tuple[tuple[str, int, float], ...]
+
+
+@runtime_checkable
+class RunQueue(Protocol):
+    """Where submitted runs wait for a worker. See the module docstring."""
+
+    async def submit(self, run_id: str) -> bool:
+        """Queue ``run_id``; ``False`` if it was submitted before (nothing changes)."""
+        ...
+
+    async def claim(self, worker_id: str, *, limit: int, lease_seconds: float) -> list[Claim]:
+        """Up to ``limit`` ready runs (queued, or leased and expired), oldest first."""
+        ...
+
+    async def renew(
+        self, worker_id: str, fences: Sequence[Fence], *, lease_seconds: float
+    ) -> set[str]:
+        """Extend the leases still held; the run ids whose lease was renewed.
+
+        A lease that expired is lost even if nobody claimed the run yet.
+        """
+        ...
+
+    async def finish(self, fence: Fence, outcome: str) -> bool:
+        """Mark the run done with ``outcome``; ``False`` if ``fence`` no longer holds it."""
+        ...
+
+    async def release(self, fence: Fence) -> bool:
+        """Give the run back (queued again, claimable at once); ``False`` if not held."""
+        ...
+
+    async def get(self, run_id: str) -> QueueEntry | None:
+        """The run's queue row, or ``None`` if it was never submitted."""
+        ...
+
+    async def register_worker(
+        self, worker_id: str, *, host: str, pid: int, concurrency: int
+    ) -> None:
+        """Record a starting worker (``workers`` lists it)."""
+        ...
+
+    async def heartbeat_worker(self, worker_id: str) -> None:
+        """Record that the worker is alive."""
+        ...
+
+    async def stop_worker(self, worker_id: str) -> None:
+        """Record that the worker stopped."""
+        ...
+
+    async def workers(self, *, include_stopped: bool = False) -> list[WorkerInfo]:
+        """Registered workers, newest first, with the runs each holds."""
+        ...
+
+    async def expired(self) -> list[QueueEntry]:
+        """Leased runs whose lease has expired (nobody is driving them)."""
+        ...

@@ -1,0 +1,246 @@
+"""``PostgresRunQueue``: the run queue in the ``run_queue`` and ``workers`` tables.
+
+Claims use ``FOR UPDATE SKIP LOCKED``: concurrent workers each take different rows
+without waiting on one another, and a row another worker is appending under (its
+fenced append holds the row ``FOR SHARE``) is skipped until that append commits. Every
+time is the server's (``clock_timestamp()``), so workers on machines whose clocks
+disagree still agree on when a lease ends.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Final, cast
+
+from little_workflow.ids import validate_id
+from little_workflow.storage._fence import Fence
+from little_workflow.storage._postgres_db import PostgresDatabase
+from little_workflow.storage._queue import Claim, QueueEntry, QueueState, WorkerInfo
+
+__all__ = ["PostgresRunQueue"]
+
+_NOW: Final = "extract(epoch FROM clock_timestamp())::double precision"
+
+_SUBMIT: Final = f"""
+INSERT INTO run_queue (run_id, state, submitted_at) VALUES (%s, 'queued', {_NOW})
+ON CONFLICT (run_id) DO NOTHING
+"""
+# Queued runs first (oldest first), then runs whose lease expired: a run abandoned by a
+# dead worker is picked up as soon as a slot is free, but never ahead of the backlog's
+# order among themselves.
+_CLAIM: Final = f"""
+WITH ready AS (
+    SELECT run_id FROM (
+        (SELECT run_id, submitted_at FROM run_queue WHERE state = 'queued'
+         ORDER BY submitted_at LIMIT %(limit)s)
+        UNION ALL
+        (SELECT run_id, submitted_at FROM run_queue
+         WHERE state = 'leased' AND lease_expires_at < {_NOW}
+         ORDER BY lease_expires_at LIMIT %(limit)s)
+    ) candidates
+    ORDER BY submitted_at
+    LIMIT %(limit)s
+), locked AS (
+    SELECT q.run_id FROM run_queue q JOIN ready USING (run_id)
+    WHERE q.state = 'queued' OR (q.state = 'leased' AND q.lease_expires_at < {_NOW})
+    FOR UPDATE OF q SKIP LOCKED
+)
+UPDATE run_queue q SET
+    state = 'leased',
+    worker_id = %(worker)s,
+    lease_token = nextval('lease_tokens'),
+    lease_expires_at = {_NOW} + %(seconds)s,
+    attempts = q.attempts + 1
+FROM locked WHERE q.run_id = locked.run_id
+RETURNING q.run_id, q.lease_token, q.attempts, q.lease_expires_at
+"""
+_RENEW: Final = f"""
+UPDATE run_queue q SET lease_expires_at = {_NOW} + %(seconds)s
+FROM unnest(%(runs)s::text[], %(tokens)s::bigint[]) AS held(run_id, token)
+WHERE q.run_id = held.run_id AND q.lease_token = held.token AND q.state = 'leased'
+    AND q.worker_id = %(worker)s AND q.lease_expires_at >= {_NOW}
+RETURNING q.run_id
+"""
+_FINISH: Final = f"""
+UPDATE run_queue SET state = 'done', finished_at = {_NOW}, outcome = %s,
+    lease_expires_at = NULL
+WHERE run_id = %s AND lease_token = %s AND state = 'leased'
+"""
+_RELEASE: Final = """
+UPDATE run_queue SET state = 'queued', worker_id = NULL, lease_expires_at = NULL
+WHERE run_id = %s AND lease_token = %s AND state = 'leased'
+"""
+_COLUMNS: Final = (
+    "run_id, state, submitted_at, worker_id, lease_token, lease_expires_at, attempts, "
+    "finished_at, outcome"
+)
+_GET: Final = f"SELECT {_COLUMNS} FROM run_queue WHERE run_id = %s"
+_EXPIRED: Final = (
+    f"SELECT {_COLUMNS} FROM run_queue WHERE state = 'leased' AND lease_expires_at < {_NOW} "
+    "ORDER BY lease_expires_at"
+)
+_REGISTER: Final = f"""
+INSERT INTO workers (worker_id, host, pid, concurrency, started_at, heartbeat_at)
+VALUES (%s, %s, %s, %s, {_NOW}, {_NOW})
+ON CONFLICT (worker_id) DO UPDATE SET host = EXCLUDED.host, pid = EXCLUDED.pid,
+    concurrency = EXCLUDED.concurrency, started_at = EXCLUDED.started_at,
+    heartbeat_at = EXCLUDED.heartbeat_at, stopped_at = NULL
+"""
+_HEARTBEAT: Final = f"UPDATE workers SET heartbeat_at = {_NOW} WHERE worker_id = %s"
+_STOP: Final = f"UPDATE workers SET stopped_at = {_NOW} WHERE worker_id = %s"
+_WORKERS: Final = """
+SELECT w.worker_id, w.host, w.pid, w.concurrency, w.started_at, w.heartbeat_at,
+       w.stopped_at,
+       COALESCE(array_agg(q.run_id ORDER BY q.run_id) FILTER (WHERE q.run_id IS NOT NULL),
+                '{}'),
+       COALESCE(array_agg(q.lease_token ORDER BY q.run_id)
+                FILTER (WHERE q.run_id IS NOT NULL), '{}'),
+       COALESCE(array_agg(q.lease_expires_at ORDER BY q.run_id)
+                FILTER (WHERE q.run_id IS NOT NULL), '{}')
+FROM workers w
+LEFT JOIN run_queue q ON q.worker_id = w.worker_id AND q.state = 'leased'
+WHERE %s OR w.stopped_at IS NULL
+GROUP BY w.worker_id
+ORDER BY w.started_at DESC, w.worker_id
+"""
+
+
+def _entry(row: tuple[Any, ...]) -> QueueEntry:
+    run_id, state, submitted, worker, token, expires, attempts, finished, outcome = row
+    return QueueEntry(
+        run_id=run_id,
+        state=cast(QueueState, state),
+        submitted_at=float(submitted),
+        worker_id=worker,
+        lease_token=None if token is None else int(token),
+        lease_expires_at=None if expires is None else float(expires),
+        attempts=int(attempts),
+        finished_at=None if finished is None else float(finished),
+        outcome=outcome,
+    )
+
+
+class PostgresRunQueue:
+    """A ``RunQueue`` on a ``PostgresDatabase`` (shared with the store's log and KV)."""
+
+    def __init__(self, database: PostgresDatabase) -> None:
+        self._database = database
+
+    async def submit(self, run_id: str) -> bool:
+        """Queue ``run_id``; ``False`` if it was submitted before."""
+        validate_id(run_id, what="run id")
+        doing = f"submit run {run_id!r}"
+        async with self._database.connection(doing) as conn:
+            cursor = await conn.execute(_SUBMIT, [run_id])
+            return cursor.rowcount == 1
+
+    async def claim(self, worker_id: str, *, limit: int, lease_seconds: float) -> list[Claim]:
+        """Up to ``limit`` ready runs, each under a new lease for ``worker_id``."""
+        if limit < 1:
+            return []
+        doing = f"claim runs for worker {worker_id!r}"
+        async with self._database.connection(doing) as conn:
+            cursor = await conn.execute(
+                _CLAIM, {"limit": limit, "worker": worker_id, "seconds": lease_seconds}
+            )
+            rows = await cursor.fetchall()
+        return [
+            Claim(
+                fence=Fence(run_id=run_id, token=int(token)),
+                attempts=int(attempts),
+                expires_at=float(expires),
+            )
+            for run_id, token, attempts, expires in rows
+        ]
+
+    async def renew(
+        self, worker_id: str, fences: Sequence[Fence], *, lease_seconds: float
+    ) -> set[str]:
+        """Extend the unexpired leases ``worker_id`` still holds; the renewed run ids."""
+        if not fences:
+            return set()
+        doing = f"renew {len(fences)} lease(s) of worker {worker_id!r}"
+        async with self._database.connection(doing) as conn:
+            cursor = await conn.execute(
+                _RENEW,
+                {
+                    "seconds": lease_seconds,
+                    "runs": [fence.run_id for fence in fences],
+                    "tokens": [fence.token for fence in fences],
+                    "worker": worker_id,
+                },
+            )
+            return {row[0] for row in await cursor.fetchall()}
+
+    async def finish(self, fence: Fence, outcome: str) -> bool:
+        """Mark the run done, if ``fence`` still holds it."""
+        doing = f"finish run {fence.run_id!r}"
+        async with self._database.connection(doing) as conn:
+            cursor = await conn.execute(_FINISH, [outcome, fence.run_id, fence.token])
+            return cursor.rowcount == 1
+
+    async def release(self, fence: Fence) -> bool:
+        """Queue the run again, if ``fence`` still holds it."""
+        doing = f"release run {fence.run_id!r}"
+        async with self._database.connection(doing) as conn:
+            cursor = await conn.execute(_RELEASE, [fence.run_id, fence.token])
+            return cursor.rowcount == 1
+
+    async def get(self, run_id: str) -> QueueEntry | None:
+        """The run's queue row, or ``None``."""
+        validate_id(run_id, what="run id")
+        doing = f"read the queue row of run {run_id!r}"
+        async with self._database.connection(doing) as conn:
+            cursor = await conn.execute(_GET, [run_id])
+            row = await cursor.fetchone()
+        return None if row is None else _entry(row)
+
+    async def expired(self) -> list[QueueEntry]:
+        """Leased runs whose lease has expired."""
+        doing = "list expired leases"
+        async with self._database.connection(doing) as conn:
+            cursor = await conn.execute(_EXPIRED)
+            return [_entry(row) for row in await cursor.fetchall()]
+
+    async def register_worker(
+        self, worker_id: str, *, host: str, pid: int, concurrency: int
+    ) -> None:
+        """Record a starting worker."""
+        doing = f"register worker {worker_id!r}"
+        async with self._database.connection(doing) as conn:
+            await conn.execute(_REGISTER, [worker_id, host, pid, concurrency])
+
+    async def heartbeat_worker(self, worker_id: str) -> None:
+        """Record that the worker is alive."""
+        doing = f"record a heartbeat of worker {worker_id!r}"
+        async with self._database.connection(doing) as conn:
+            await conn.execute(_HEARTBEAT, [worker_id])
+
+    async def stop_worker(self, worker_id: str) -> None:
+        """Record that the worker stopped."""
+        doing = f"record that worker {worker_id!r} stopped"
+        async with self._database.connection(doing) as conn:
+            await conn.execute(_STOP, [worker_id])
+
+    async def workers(self, *, include_stopped: bool = False) -> list[WorkerInfo]:
+        """Registered workers, newest first, with the runs each holds."""
+        doing = "list workers"
+        async with self._database.connection(doing) as conn:
+            cursor = await conn.execute(_WORKERS, [include_stopped])
+            rows = await cursor.fetchall()
+        return [
+            WorkerInfo(
+                worker_id=row[0],
+                host=row[1],
+                pid=int(row[2]),
+                concurrency=int(row[3]),
+                started_at=float(row[4]),
+                heartbeat_at=float(row[5]),
+                stopped_at=None if row[6] is None else float(row[6]),
+                runs=tuple(
+                    (run, int(token), float(expires))
+                    for run, token, expires in zip(row[7], row[8], row[9], strict=True)
+                ),
+            )
+            for row in rows
+        ]
