@@ -9,8 +9,9 @@ Exit codes (stable, for scripts):
 3     invalid input or configuration (a bad workflow file, id, input, store URL; a
       resume refused with ``CapabilityDriftError``)
 4     storage error (unreadable, corrupt or unavailable store)
-5     busy: another process holds the run's lock past ``--lock-timeout``, or a
-      ``cancel`` was not acted on within ``--wait``
+5     busy: another process holds the run's lock past ``--lock-timeout``, a
+      ``cancel`` was not acted on within ``--wait``, a ``wait`` timed out, or a
+      worker's lease on the run was lost
 6     the run was cancelled (by ``cancel``, now or before)
 70    internal error (a bug: please report it with ``--debug`` output)
 ====  =========================================================================
@@ -153,10 +154,30 @@ COMMANDS: dict[str, LazyCommand] = {
         attr="show",
         summary="Show RUN_ID's steps as a tree: paths, visits, statuses, attempts, timings.",
     ),
+    "submit": LazyCommand(
+        module=_CLI + "_workers",
+        attr="submit",
+        summary="Queue a run of WORKFLOW for the workers and print its id.",
+    ),
     "ui": LazyCommand(
         module=_CLI + "_ui",
         attr="ui",
         summary="Serve the web UI (runs, steps, events, model and tool calls) until interrupted.",
+    ),
+    "wait": LazyCommand(
+        module=_CLI + "_workers",
+        attr="wait",
+        summary="Wait until RUN_ID ends; print its output as JSON (exit 1 failed, 6 cancelled).",
+    ),
+    "worker": LazyCommand(
+        module=_CLI + "_workers",
+        attr="worker",
+        summary="Claim queued runs and drive them until stopped (SIGTERM/SIGINT release them).",
+    ),
+    "workers": LazyCommand(
+        module=_CLI + "_workers",
+        attr="workers",
+        summary="List the workers: host, pid, runs held and their lease ages, last heartbeat.",
     ),
 }
 
@@ -185,6 +206,7 @@ def describe_error(exc: BaseException) -> tuple[str, int]:
     """The one line a user sees for ``exc``, and the exit code (see the module docstring)."""
     from little_workflow.errors import (
         CapabilityDriftError,
+        LeaseLostError,
         LittleWorkflowError,
         LockTimeoutError,
         RunFailedError,
@@ -194,6 +216,7 @@ def describe_error(exc: BaseException) -> tuple[str, int]:
     # Library errors with an exit code of their own; any other is invalid input (3).
     exit_codes: tuple[tuple[type[LittleWorkflowError], int], ...] = (
         (LockTimeoutError, EXIT_BUSY),
+        (LeaseLostError, EXIT_BUSY),
         (StorageError, EXIT_STORAGE),
     )
     if isinstance(exc, RunFailedError):

@@ -21,6 +21,7 @@ from little_workflow.runtime._outer import (
 from little_workflow.runtime._runtime import CancelOutcome, ReplayResult, RunResult, Runtime
 from little_workflow.runtime._setup import RuntimeSetup, load_setup
 from little_workflow.runtime._state import RunState, StepRecord, apply, fold
+from little_workflow.runtime._worker import Worker, WorkerReport
 from little_workflow.runtime._workflows import WorkflowVersion
 
 __all__ = [
@@ -44,6 +45,8 @@ __all__ = [
     "RuntimeSetup",
     "StepContext",
     "StepRecord",
+    "Worker",
+    "WorkerReport",
     "WorkflowVersion",
     "apply",
     "fold",

@@ -73,11 +73,15 @@ from little_workflow.storage import (
     DEFAULT_INLINE_BYTES,
     DEFAULT_MAX_PAYLOAD_BYTES,
     BlobStore,
+    Claim,
     FileStorage,
     ManagedStorage,
     PayloadLog,
+    RunQueue,
     Store,
     StoreSpec,
+    current_fence,
+    fenced,
     open_store,
 )
 
@@ -320,6 +324,12 @@ class Runtime:
 
     @contextlib.asynccontextmanager
     async def _locked(self, run_id: str) -> AsyncIterator[None]:
+        if current_fence() is not None:
+            # A worker's lease covers the run and its sub-runs, on every machine; a file
+            # lock here would only be held on past the lease by a paused worker, and
+            # keep the next holder on this machine waiting for nothing.
+            yield
+            return
         lock = FileLock(self.data_dir.lock_path("run", run_id), purpose=f"run {run_id!r}")
         await lock.acquire(timeout=self.lock_timeout)
         try:
@@ -460,6 +470,78 @@ class Runtime:
     def outer_loop_status(self, outer_loop_id: str) -> OuterLoopManifest:
         """The manifest of outer loop ``outer_loop_id``."""
         return outer_loop_status(self, outer_loop_id)
+
+    @property
+    def queue(self) -> RunQueue:
+        """The store's run queue (``submit``, workers); only a postgresql: store has one."""
+        queue = self._require().queue
+        if queue is None:
+            raise ConfigError(
+                f"the store {self._require().spec.kind}: has no run queue; submit and workers "
+                "need a postgresql: store (--store postgresql://...)"
+            )
+        return queue
+
+    async def submit(
+        self,
+        workflow: Workflow | str | os.PathLike[str],
+        input: object = None,
+        *,
+        run_id: str | None = None,
+    ) -> str:
+        """Create a run of ``workflow`` with ``input`` and queue it for a worker; its id.
+
+        Nothing runs here: the run's workflow is pinned and its ``RunStarted`` committed,
+        then it is queued, so any worker can resume it from the store alone. Submitting
+        an existing ``run_id`` with the same workflow and input queues it if it is not
+        yet (a submit interrupted between the two writes), and changes nothing else.
+        """
+        await self.open()
+        queue = self.queue
+        model, source = self._load(workflow)
+        dumps(input, where="run input")
+        run_input = cast(JsonValue, input)
+        version = self.catalog.resolve(model, source=source)
+        self.check_callables(version)
+        version = await self.catalog.store(version)
+        run_id = new_id("run") if run_id is None else validate_id(run_id, what="run id")
+        records = await self.events.read(run_id, limit=1)
+        if records:
+            state = await self._fold(run_id)
+            if state.workflow_version_id != version.version_id or sha256_digest(
+                state.input
+            ) != sha256_digest(run_input):
+                raise ConfigError(
+                    f"run {run_id!r} already exists with another workflow or input",
+                    code="run_id_conflict",
+                )
+        else:
+            await self.events.append(
+                run_id,
+                [
+                    RunStarted(
+                        workflow_name=version.name,
+                        definition_hash=version.definition_hash,
+                        workflow_version_id=version.version_id,
+                        input=run_input,
+                    )
+                ],
+                expected_seq=0,
+            )
+        await queue.submit(run_id)
+        return run_id
+
+    async def execute_claim(self, claim: Claim) -> RunResult:
+        """Drive a run a worker claimed, under its lease (see ``runtime/_worker.py``).
+
+        Every append, the run's and its sub-runs', is fenced by the claim: once the lease
+        is lost, the next one raises ``LeaseLostError`` and nothing more is written.
+        """
+        await self.open()
+        with fenced(claim.fence):
+            self.make_run_dirs(claim.run_id)
+            state = await self._fold(claim.run_id)
+            return await self._continue(state, None, reason="resume")
 
     async def resume(self, run_id: str) -> RunResult:
         """Continue ``run_id`` from the end of its log (a finished run returns its result)."""

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from little_workflow.storage._blobs import BlobInfo, BlobRef, BlobStore, blob_digest
     from little_workflow.storage._blobs_file import FileBlobStore
     from little_workflow.storage._blobs_memory import MemoryBlobStore
+    from little_workflow.storage._fence import Fence, current_fence, fenced
     from little_workflow.storage._file import FileStorage, create_file_storage
     from little_workflow.storage._keys import MAX_KEY_LENGTH, validate_key, validate_prefix
     from little_workflow.storage._memory import (
@@ -45,6 +46,7 @@ if TYPE_CHECKING:
         SupportsGetMany,
         read_many,
     )
+    from little_workflow.storage._queue import Claim, QueueEntry, RunQueue, WorkerInfo
     from little_workflow.storage._url import SQLITE_DEFAULT_FILENAME, StoreSpec, parse_store_url
 
 _EXPORTS: dict[str, tuple[str, ...]] = {
@@ -56,6 +58,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     ),
     "little_workflow.storage._blobs_file": ("FileBlobStore",),
     "little_workflow.storage._blobs_memory": ("MemoryBlobStore",),
+    "little_workflow.storage._fence": ("Fence", "current_fence", "fenced"),
     "little_workflow.storage._file": (
         "FileStorage",
         "create_file_storage",
@@ -93,6 +96,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "SupportsGetMany",
         "read_many",
     ),
+    "little_workflow.storage._queue": ("Claim", "QueueEntry", "RunQueue", "WorkerInfo"),
     "little_workflow.storage._url": (
         "SQLITE_DEFAULT_FILENAME",
         "StoreSpec",
@@ -108,7 +112,9 @@ __all__ = [
     "BlobInfo",
     "BlobRef",
     "BlobStore",
+    "Claim",
     "EventLog",
+    "Fence",
     "FileBlobStore",
     "FileStorage",
     "ManagedStorage",
@@ -117,15 +123,20 @@ __all__ = [
     "MemoryStorage",
     "PayloadLog",
     "PayloadRef",
+    "QueueEntry",
     "RunInfo",
+    "RunQueue",
     "StorageAdapter",
     "Store",
     "StoreSpec",
     "SupportsGetMany",
+    "WorkerInfo",
     "blob_digest",
     "create_file_storage",
     "create_in_memory_event_log",
     "create_in_memory_storage",
+    "current_fence",
+    "fenced",
     "open_event_log",
     "open_storage",
     "open_store",

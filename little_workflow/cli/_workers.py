@@ -1,0 +1,261 @@
+"""Commands for runs on workers: ``submit``, ``worker``, ``wait``, ``workers``.
+
+They need a store with a run queue (``postgresql://...``), given before the command
+(``little-workflow --store URL worker``) or after it (``little-workflow worker --store
+URL``), or by ``LITTLE_WORKFLOW_STORE``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+
+from little_workflow.cli._main import (
+    EXIT_CANCELLED,
+    EXIT_RUN_FAILED,
+    Options,
+    execute,
+    parse_json_option,
+    print_json,
+)
+from little_workflow.cli._runs import _runtime
+
+
+def store_option(function: Any) -> Any:
+    """``--store`` after the command name, overriding the one before it."""
+    return click.option(
+        "--store",
+        "store_url",
+        default=None,
+        help="Store URL (postgresql://...): overrides --store given before the command.",
+    )(function)
+
+
+def _with_store(options: Options, store_url: str | None) -> Options:
+    return options if store_url is None else dataclasses.replace(options, store=store_url)
+
+
+@click.command()
+@click.argument("workflow", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--input", "input_text", default=None, help="The run's input, as JSON.")
+@click.option("--run-id", default=None, help="Use this run id (queues it again if it exists).")
+@store_option
+@click.pass_obj
+def submit(
+    options: Options,
+    *,
+    workflow: Path,
+    input_text: str | None,
+    run_id: str | None,
+    store_url: str | None,
+) -> None:
+    """Queue a run of WORKFLOW for the workers and print its id."""
+    run_input = parse_json_option(input_text, "--input")
+    options = _with_store(options, store_url)
+
+    async def work() -> str:
+        async with _runtime(options) as runtime:
+            return str(await runtime.submit(workflow, run_input, run_id=run_id))
+
+    click.echo(execute(options, work))
+
+
+@click.command()
+@click.option(
+    "--concurrency",
+    type=click.IntRange(min=1),
+    default=4,
+    show_default=True,
+    help="Runs driven at once.",
+)
+@click.option(
+    "--lease-seconds",
+    type=click.FloatRange(min=0.1),
+    default=30.0,
+    show_default=True,
+    help="How long a claim lasts without renewal (renewed every third of it).",
+)
+@click.option(
+    "--poll-interval",
+    type=click.FloatRange(min=0.01),
+    default=0.5,
+    show_default=True,
+    help="Seconds between claims while idle.",
+)
+@click.option("--worker-id", default=None, help="This worker's id [default: a new one].")
+@click.option(
+    "--max-runs",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Stop after this many runs ended here [default: run until SIGTERM/SIGINT].",
+)
+@store_option
+@click.pass_obj
+def worker(
+    options: Options,
+    *,
+    concurrency: int,
+    lease_seconds: float,
+    poll_interval: float,
+    worker_id: str | None,
+    max_runs: int | None,
+    store_url: str | None,
+) -> None:
+    """Claim queued runs and drive them until stopped (SIGTERM/SIGINT release them)."""
+    import asyncio
+    import signal
+
+    from little_workflow.runtime import Worker, WorkerReport
+
+    options = _with_store(options, store_url)
+
+    async def work() -> WorkerReport:
+        async with _runtime(options) as runtime:
+            runner = Worker(
+                runtime,
+                worker_id=worker_id,
+                concurrency=concurrency,
+                lease_seconds=lease_seconds,
+                poll_interval=poll_interval,
+            )
+            loop = asyncio.get_running_loop()
+            for signum in (signal.SIGTERM, signal.SIGINT):
+                loop.add_signal_handler(signum, runner.stop)
+            click.echo(
+                f"worker {runner.worker_id}: up to {concurrency} run(s), "
+                f"leases of {lease_seconds:g} s",
+                err=True,
+            )
+            return await runner.run(max_runs=max_runs)
+
+    report = execute(options, work)
+    done = ", ".join(f"{count} {outcome}" for outcome, count in sorted(report.finished.items()))
+    click.echo(
+        f"worker {report.worker_id} stopped: {done or 'no run finished'}; "
+        f"{report.leases_lost} lease(s) lost, {report.released} released, "
+        f"{report.errors} error(s)",
+        err=True,
+    )
+
+
+@click.command()
+@click.argument("run_id")
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0),
+    default=None,
+    help="Give up after this many seconds (exit 5) [default: wait as long as it takes].",
+)
+@click.option(
+    "--interval",
+    type=click.FloatRange(min=0.01),
+    default=0.2,
+    show_default=True,
+    help="Seconds between looks at the run.",
+)
+@store_option
+@click.pass_obj
+def wait(
+    options: Options,
+    *,
+    run_id: str,
+    timeout: float | None,
+    interval: float,
+    store_url: str | None,
+) -> None:
+    """Wait until RUN_ID ends; print its output as JSON (exit 1 failed, 6 cancelled)."""
+    import asyncio
+    import sys
+
+    from little_workflow.events import RunStatus
+    from little_workflow.ids import validate_id
+
+    options = _with_store(options, store_url)
+
+    async def work() -> Any:
+        async with _runtime(options) as runtime:
+            validate_id(run_id, what="run id")
+            deadline = None if timeout is None else time.monotonic() + timeout
+            while True:
+                state = await runtime.get_state(run_id)
+                if state.finished:
+                    return state
+                if deadline is not None and time.monotonic() >= deadline:
+                    return None
+                await asyncio.sleep(interval)
+
+    state = execute(options, work)
+    if state is None:
+        click.echo(f"run {run_id} has not ended after {timeout:g} s", err=True)
+        sys.exit(5)
+    if state.status is RunStatus.COMPLETED:
+        click.echo(f"run {run_id} completed", err=True)
+        print_json(state.output)
+        return
+    if state.status is RunStatus.CANCELLED:
+        click.echo(f"run {run_id} was cancelled", err=True)
+        sys.exit(EXIT_CANCELLED)
+    click.echo(f"run {run_id} failed ({state.failure_cause}): {state.failure_message}", err=True)
+    sys.exit(EXIT_RUN_FAILED)
+
+
+@click.command()
+@click.option("--all", "include_stopped", is_flag=True, help="Include stopped workers.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+@store_option
+@click.pass_obj
+def workers(
+    options: Options, *, include_stopped: bool, as_json: bool, store_url: str | None
+) -> None:
+    """List the workers: host, pid, runs held and their lease ages, last heartbeat."""
+    from little_workflow.cli._tables import print_table
+
+    options = _with_store(options, store_url)
+
+    async def work() -> tuple[list[Any], float]:
+        async with _runtime(options) as runtime:
+            await runtime.open()
+            found = await runtime.queue.workers(include_stopped=include_stopped)
+            return found, time.time()
+
+    found, now = execute(options, work)
+    if as_json:
+        print_json(
+            [
+                {
+                    "workerId": info.worker_id,
+                    "host": info.host,
+                    "pid": info.pid,
+                    "concurrency": info.concurrency,
+                    "startedAt": info.started_at,
+                    "heartbeatAt": info.heartbeat_at,
+                    "stoppedAt": info.stopped_at,
+                    "runs": [
+                        {"runId": run, "leaseToken": token, "leaseExpiresAt": expires}
+                        for run, token, expires in info.runs
+                    ],
+                }
+                for info in found
+            ]
+        )
+        return
+    print_table(
+        ["worker", "host", "pid", "runs", "leases end in", "heartbeat", "state"],
+        [
+            [
+                info.worker_id,
+                info.host,
+                str(info.pid),
+                " ".join(run for run, _, _ in info.runs) or "-",
+                " ".join(f"{expires - now:.0f}s" for _, _, expires in info.runs) or "-",
+                f"{now - info.heartbeat_at:.0f}s ago",
+                "stopped" if info.stopped_at is not None else "running",
+            ]
+            for info in found
+        ],
+        "no workers",
+    )

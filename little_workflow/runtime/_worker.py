@@ -1,0 +1,195 @@
+"""A worker: claims submitted runs from the store's queue and drives them under leases.
+
+Any number of workers, on any number of machines, point at one PostgreSQL store. Each
+claims up to ``concurrency`` runs at a time (``RunQueue.claim``), drives each with
+``Runtime.execute_claim`` under the claim's fence, and renews its leases every
+``lease_seconds / 3``. What can happen to a run it holds:
+
+* it ends (completed, failed, cancelled): the worker records the outcome in the queue,
+  if its lease still holds;
+* its lease is lost (this worker was paused past it, or cut off from the database): the
+  next append raises ``LeaseLostError``, or the renewal finds the lease gone first and
+  the worker cancels the run's task; either way the run is dropped here, with nothing
+  more written, and the worker holding the newer lease resumes it by replay;
+* the worker is asked to stop (``stop()``, SIGTERM/SIGINT from the CLI): it claims no
+  more, cancels what it drives (nothing is recorded as cancelled: an interrupted walk
+  just stops) and releases those leases, so another worker takes them at once.
+
+A worker killed outright releases nothing: its leases expire after ``lease_seconds``
+and the runs are claimed again then.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from little_workflow.errors import LeaseLostError, LittleWorkflowError, RunFailedError
+from little_workflow.ids import new_id, validate_id
+from little_workflow.storage import Claim, Fence, RunQueue
+
+if TYPE_CHECKING:
+    from little_workflow.runtime._runtime import Runtime
+
+__all__ = ["Worker", "WorkerReport"]
+
+_log = logging.getLogger("little_workflow.worker")
+
+
+@dataclass(slots=True)
+class WorkerReport:
+    """What a worker did until it stopped."""
+
+    worker_id: str
+    #: Runs it drove to an end, by outcome (``completed``, ``failed``, ``cancelled``).
+    finished: dict[str, int] = field(default_factory=dict)
+    #: Runs dropped because the lease was lost (a write refused, or a renewal).
+    leases_lost: int = 0
+    #: Runs given back when it stopped.
+    released: int = 0
+    #: Runs that ended in an error other than the run's own failure (storage down...);
+    #: their leases lapse and another worker retries them.
+    errors: int = 0
+
+
+class Worker:
+    """Claims and drives queued runs of ``runtime``'s store; see the module docstring."""
+
+    def __init__(
+        self,
+        runtime: Runtime,
+        *,
+        worker_id: str | None = None,
+        concurrency: int = 4,
+        lease_seconds: float = 30.0,
+        poll_interval: float = 0.5,
+    ) -> None:
+        if concurrency < 1:
+            raise ValueError(f"concurrency must be at least 1, not {concurrency}")
+        if lease_seconds <= 0:
+            raise ValueError(f"lease_seconds must be positive, not {lease_seconds}")
+        self.runtime = runtime
+        self.worker_id = (
+            new_id("worker") if worker_id is None else validate_id(worker_id, what="worker id")
+        )
+        self.concurrency = concurrency
+        self.lease_seconds = lease_seconds
+        self.poll_interval = poll_interval
+        self.report = WorkerReport(worker_id=self.worker_id)
+        self._running: dict[str, tuple[Fence, asyncio.Task[None]]] = {}
+        self._stopping = asyncio.Event()
+        self._wake = asyncio.Event()
+
+    def stop(self) -> None:
+        """Stop claiming; cancel and release the runs held (``run`` then returns)."""
+        self._stopping.set()
+        self._wake.set()
+
+    async def run(self, *, max_runs: int | None = None) -> WorkerReport:
+        """Work until ``stop()`` (or, with ``max_runs``, until that many runs ended here)."""
+        await self.runtime.open()
+        queue = self._queue()
+        await queue.register_worker(
+            self.worker_id, host=socket.gethostname(), pid=os.getpid(), concurrency=self.concurrency
+        )
+        heartbeat = asyncio.create_task(self._heartbeat(queue), name="worker heartbeat")
+        try:
+            while not self._stopping.is_set():
+                if max_runs is not None and self._ended() >= max_runs:
+                    break
+                free = self.concurrency - len(self._running)
+                if free > 0:
+                    for claim in await queue.claim(
+                        self.worker_id, limit=free, lease_seconds=self.lease_seconds
+                    ):
+                        self._start(queue, claim)
+                self._wake.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), self.poll_interval)
+        finally:
+            heartbeat.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await heartbeat
+            await self._release_all(queue)
+            with contextlib.suppress(LittleWorkflowError):
+                await queue.stop_worker(self.worker_id)
+        return self.report
+
+    def _queue(self) -> RunQueue:
+        return self.runtime.queue
+
+    def _ended(self) -> int:
+        report = self.report
+        return sum(report.finished.values()) + report.leases_lost + report.errors
+
+    def _start(self, queue: RunQueue, claim: Claim) -> None:
+        task = asyncio.create_task(self._drive(queue, claim), name=f"worker run {claim.run_id}")
+        self._running[claim.run_id] = (claim.fence, task)
+
+    async def _drive(self, queue: RunQueue, claim: Claim) -> None:
+        fence = claim.fence
+        try:
+            try:
+                result = await self.runtime.execute_claim(claim)
+                outcome = result.status.value
+            except RunFailedError as exc:
+                outcome = "cancelled" if exc.cause_code == "cancelled" else "failed"
+            if await queue.finish(fence, outcome):
+                self.report.finished[outcome] = self.report.finished.get(outcome, 0) + 1
+            else:
+                # The run ended, but another worker holds it now: its outcome is theirs
+                # to record (they will replay to the same end).
+                self.report.leases_lost += 1
+        except LeaseLostError:
+            self.report.leases_lost += 1
+            _log.warning("worker %s: lost the lease on run %s", self.worker_id, claim.run_id)
+        except asyncio.CancelledError:
+            if not self._stopping.is_set():
+                self.report.leases_lost += 1  # cancelled by the heartbeat: lease gone
+            raise
+        except Exception:
+            self.report.errors += 1
+            _log.exception("worker %s: run %s ended in an error", self.worker_id, claim.run_id)
+        finally:
+            self._running.pop(claim.run_id, None)
+            self._wake.set()
+
+    async def _heartbeat(self, queue: RunQueue) -> None:
+        interval = self.lease_seconds / 3
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                held = [fence for fence, _ in self._running.values()]
+                renewed = await queue.renew(self.worker_id, held, lease_seconds=self.lease_seconds)
+                await queue.heartbeat_worker(self.worker_id)
+            except LittleWorkflowError:
+                # The database is unreachable: keep driving; a lease that lapses
+                # meanwhile shows at the next append or renewal.
+                _log.warning("worker %s: could not renew its leases", self.worker_id)
+                continue
+            for fence in held:
+                if fence.run_id not in renewed:
+                    entry = self._running.get(fence.run_id)
+                    if entry is not None and entry[0] == fence:
+                        _log.warning(
+                            "worker %s: the lease on run %s lapsed; dropping it",
+                            self.worker_id,
+                            fence.run_id,
+                        )
+                        entry[1].cancel()
+
+    async def _release_all(self, queue: RunQueue) -> None:
+        running = list(self._running.values())
+        for _, task in running:
+            task.cancel()
+        for fence, task in running:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+            with contextlib.suppress(LittleWorkflowError):
+                if await queue.release(fence):
+                    self.report.released += 1

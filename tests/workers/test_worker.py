@@ -1,0 +1,136 @@
+"""Workers in one process, on the real PostgreSQL server: submit, claim, drive, finish.
+
+The multi-process proof (SIGKILL, SIGSTOP past the lease) is in ``test_worker_processes``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from little_workflow.errors import ConfigError
+from little_workflow.events import StepCompleted
+from little_workflow.runtime import Runtime, Worker
+
+pytestmark = pytest.mark.postgres
+
+FLOW = Path(__file__).with_name("fanout.yaml")
+
+
+def _calls(path: Path) -> collections.Counter[str]:
+    if not path.exists():
+        return collections.Counter()
+    return collections.Counter(path.read_text().splitlines())
+
+
+async def _until(condition: Callable[[], bool], timeout: float = 30) -> None:
+    """Poll ``condition`` (a file another task or process writes) until it holds."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not condition():
+        assert loop.time() < deadline
+        await asyncio.sleep(0.02)
+
+
+async def _all_done(runtime: Runtime, run_ids: list[str], timeout: float) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        entries = [await runtime.queue.get(run_id) for run_id in run_ids]
+        if all(entry is not None and entry.state == "done" for entry in entries):
+            return
+        assert loop.time() < deadline, [e.state if e else None for e in entries]
+        await asyncio.sleep(0.05)
+
+
+async def test_two_workers_drive_every_submitted_run_once(
+    postgres_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls = tmp_path / "calls.txt"
+    monkeypatch.setenv("LW_TEST_CALLS", str(calls))
+    monkeypatch.setenv("LW_TEST_STEP_SECONDS", "0.01")
+    inputs = {f"run_{index:02d}": list(range(index % 5 + 1)) for index in range(12)}
+    async with (
+        Runtime(tmp_path / "submitter", store=postgres_url) as submitter,
+        Runtime(tmp_path / "a", store=postgres_url) as host_a,
+        Runtime(tmp_path / "b", store=postgres_url) as host_b,
+    ):
+        for run_id, items in inputs.items():
+            assert await submitter.submit(FLOW, {"items": items}, run_id=run_id) == run_id
+        # Submitting again (a submit retried after a crash) changes nothing.
+        assert await submitter.submit(FLOW, {"items": inputs["run_00"]}, run_id="run_00")
+        with pytest.raises(ConfigError, match="another workflow or input"):
+            await submitter.submit(FLOW, {"items": [9]}, run_id="run_00")
+        workers = [
+            Worker(host, concurrency=3, lease_seconds=5, poll_interval=0.02)
+            for host in (host_a, host_b)
+        ]
+        tasks = [asyncio.create_task(worker.run()) for worker in workers]
+        await _all_done(submitter, list(inputs), timeout=60)
+        for worker in workers:
+            worker.stop()
+        reports = await asyncio.gather(*tasks)
+        for run_id, items in inputs.items():
+            state = await submitter.get_state(run_id)
+            assert state.output == sum(item * item for item in items)
+            entry = await submitter.queue.get(run_id)
+            assert entry is not None
+            assert entry.outcome == "completed"
+            completed = [
+                record.event
+                for record in await submitter.events.read(run_id)
+                if isinstance(record.event, StepCompleted)
+            ]
+            paths = [event.step_path for event in completed]
+            assert len(paths) == len(set(paths))
+        # Every step ran exactly once, whichever worker ran it.
+        counted = _calls(calls)
+        assert sum(counted.values()) == sum(len(items) + 1 for items in inputs.values())
+        assert set(counted.values()) == {1}
+        assert sum(report.finished.get("completed", 0) for report in reports) == len(inputs)
+        assert all(report.leases_lost == 0 for report in reports)
+        assert all(report.worker_id in {w.worker_id for w in workers} for report in reports)
+        listed = await submitter.queue.workers(include_stopped=True)
+        assert {info.worker_id for info in listed} >= {w.worker_id for w in workers}
+        assert all(info.stopped_at is not None for info in listed)
+
+
+async def test_a_stopped_worker_gives_its_runs_back(
+    postgres_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls = tmp_path / "calls.txt"
+    monkeypatch.setenv("LW_TEST_CALLS", str(calls))
+    monkeypatch.setenv("LW_TEST_STEP_SECONDS", "0.3")
+    async with (
+        Runtime(tmp_path / "a", store=postgres_url) as host_a,
+        Runtime(tmp_path / "b", store=postgres_url) as host_b,
+    ):
+        await host_a.submit(FLOW, {"items": [1, 2, 3, 4, 5, 6, 7, 8]}, run_id="run_slow")
+        first = Worker(host_a, concurrency=1, lease_seconds=30, poll_interval=0.02)
+        task = asyncio.create_task(first.run())
+        await _until(lambda: bool(_calls(calls)))
+        first.stop()
+        report = await task
+        assert report.released == 1
+        entry = await host_a.queue.get("run_slow")
+        assert entry is not None
+        assert entry.state == "queued"
+        # Released, not expired: another worker takes it at once, long before 30 s.
+        second = Worker(host_b, concurrency=1, lease_seconds=30, poll_interval=0.02)
+        assert (await asyncio.wait_for(second.run(max_runs=1), 30)).finished == {"completed": 1}
+        assert (await host_b.get_state("run_slow")).output == sum(i * i for i in range(1, 9))
+        # What the first worker had committed was not run again.
+        counted = _calls(calls)
+        assert max(counted.values()) <= 2
+        assert sum(counted.values()) - 9 <= 4  # at most its in-flight branches, re-run
+
+
+async def test_submit_needs_a_store_with_a_queue(tmp_path: Path) -> None:
+    async with Runtime(tmp_path / "local") as runtime:
+        with pytest.raises(ConfigError, match="postgresql"):
+            await runtime.submit(FLOW, {"items": [1]})
+        assert await runtime.events.read("run_x") == []
