@@ -1,0 +1,171 @@
+"""Worker processes on the real PostgreSQL server, one killed and one paused past its lease.
+
+Three ``little-workflow worker`` processes (each with its own data directory, like three
+machines) drive 40 submitted map runs. While they work, one is SIGKILLed and another
+SIGSTOPped until its leases have lapsed and others have taken its runs over, then
+SIGCONTed. Afterwards: every run completed once with the right output, every step has
+one ``StepCompleted``, only steps in flight on the disrupted workers ran twice, and the
+revived worker dropped its runs (its late writes refused) without writing anything.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from little_workflow.events import StepCompleted
+from little_workflow.runtime import Runtime
+
+pytestmark = [pytest.mark.postgres, pytest.mark.timeout(240)]
+
+REPO = Path(__file__).resolve().parents[2]
+FLOW = Path(__file__).with_name("fanout.yaml")
+LEASE = 1.5
+CONCURRENCY = 3
+BRANCHES = 4  # the map's concurrency: steps one run may have in flight
+
+
+def _start_worker(
+    store: str, data_dir: Path, worker_id: str, env: dict[str, str]
+) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "little_workflow",
+            "--data-dir",
+            str(data_dir),
+            "worker",
+            "--store",
+            store,
+            "--worker-id",
+            worker_id,
+            "--concurrency",
+            str(CONCURRENCY),
+            "--lease-seconds",
+            str(LEASE),
+            "--poll-interval",
+            "0.05",
+        ],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+
+
+async def _held_by(runtime: Runtime, worker_id: str) -> list[str]:
+    for info in await runtime.queue.workers():
+        if info.worker_id == worker_id:
+            return [run for run, _, _ in info.runs]
+    return []
+
+
+async def _wait_for(condition: object, timeout: float) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        assert callable(condition)
+        if await condition():
+            return
+        assert loop.time() < deadline, "timed out"
+        await asyncio.sleep(0.05)
+
+
+async def test_runs_survive_a_killed_and_a_paused_worker(postgres_url: str, tmp_path: Path) -> None:
+    calls = tmp_path / "calls.txt"
+    env = {
+        **os.environ,
+        "LW_TEST_CALLS": str(calls),
+        "LW_TEST_STEP_SECONDS": "0.15",
+        "PYTHONPATH": str(REPO),
+    }
+    inputs = {f"run_{index:03d}": [index, index + 1, index + 2, index + 3] for index in range(40)}
+    async with Runtime(tmp_path / "submitter", store=postgres_url) as runtime:
+        for run_id, items in inputs.items():
+            await runtime.submit(FLOW, {"items": items}, run_id=run_id)
+        workers = {
+            name: _start_worker(postgres_url, tmp_path / name, name, env)
+            for name in ("w_killed", "w_paused", "w_steady")
+        }
+        try:
+            # Disrupt each only once it holds runs with steps in flight.
+            async def holding(name: str) -> bool:
+                return len(await _held_by(runtime, name)) > 0 and calls.exists()
+
+            await _wait_for(lambda: holding("w_killed"), 60)
+            workers["w_killed"].send_signal(signal.SIGKILL)
+            await _wait_for(lambda: holding("w_paused"), 60)
+            paused_runs = await _held_by(runtime, "w_paused")
+            workers["w_paused"].send_signal(signal.SIGSTOP)
+
+            async def taken_over() -> bool:
+                entries = [await runtime.queue.get(run_id) for run_id in paused_runs]
+                return all(
+                    entry is not None and (entry.state == "done" or entry.worker_id != "w_paused")
+                    for entry in entries
+                )
+
+            await _wait_for(taken_over, 60)
+            workers["w_paused"].send_signal(signal.SIGCONT)
+
+            async def all_done() -> bool:
+                entries = [await runtime.queue.get(run_id) for run_id in inputs]
+                return all(entry is not None and entry.state == "done" for entry in entries)
+
+            await _wait_for(all_done, 150)
+        finally:
+            for process in workers.values():
+                if process.poll() is None:
+                    process.send_signal(signal.SIGCONT)
+                    process.send_signal(signal.SIGTERM)
+        outputs = {name: process.communicate(timeout=30) for name, process in workers.items()}
+        assert workers["w_killed"].returncode == -signal.SIGKILL
+        for name in ("w_paused", "w_steady"):
+            assert workers[name].returncode == 0, outputs[name][1].decode()
+        paused_report = outputs["w_paused"][1].decode()
+        found = re.search(r"stopped: .*; (\d+) lease\(s\) lost", paused_report)
+        assert found is not None, paused_report
+        lost = int(found.group(1))
+        # Every run it held when paused was taken over: it lost each of those leases,
+        # at its next write (refused) or renewal, and wrote nothing after.
+        assert lost >= len(paused_runs), paused_report
+
+        step_paths: dict[str, list[str]] = {}
+        for run_id, items in inputs.items():
+            state = await runtime.get_state(run_id)
+            assert state.output == sum(item * item for item in items), run_id
+            entry = await runtime.queue.get(run_id)
+            assert entry is not None
+            assert entry.outcome == "completed"
+            completed = [
+                record.event.step_path
+                for record in await runtime.events.read(run_id)
+                if isinstance(record.event, StepCompleted)
+            ]
+            # Each branch's step, the map itself and the sum: once each.
+            assert len(completed) == len(set(completed)) == len(items) + 2, run_id
+            step_paths[run_id] = [path for path in completed if path != "fan"]
+
+    counted = collections.Counter(calls.read_text().splitlines())
+    expected = {f"{run_id}/{path}" for run_id, paths in step_paths.items() for path in paths}
+    # Every committed step was called; no call outside the runs' steps.
+    assert set(counted) == expected
+    # Only steps in flight on the two disrupted workers ran a second time: at most their
+    # concurrency times the map's, each.
+    twice = [call for call, times in counted.items() if times > 1]
+    print(
+        f"paused worker held {len(paused_runs)} run(s), lost {lost} lease(s); "
+        f"{len(twice)} step call(s) ran twice of {sum(counted.values())}"
+    )
+    assert all(counted[call] == 2 for call in twice)
+    assert len(twice) <= 2 * CONCURRENCY * BRANCHES, json.dumps(twice)
