@@ -104,12 +104,15 @@ if TYPE_CHECKING:
     from little_workflow.platform import create_local_subprocess_adapter
     from little_workflow.platform.ipc import create_durable_outbound_queue
     from little_workflow.runtime import (
+        Happened,
         ReplayResult,
         RunResult,
         RunState,
         Runtime,
         RuntimeSetup,
         StepContext,
+        Worker,
+        side_effect,
     )
     from little_workflow.storage import (
         EventLog,
@@ -214,12 +217,15 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "little_workflow.platform": ("create_local_subprocess_adapter",),
     "little_workflow.platform.ipc": ("create_durable_outbound_queue",),
     "little_workflow.runtime": (
+        "Happened",
         "ReplayResult",
         "RunResult",
         "RunState",
         "Runtime",
         "RuntimeSetup",
         "StepContext",
+        "Worker",
+        "side_effect",
     ),
     "little_workflow.storage": (
         "EventLog",
@@ -258,6 +264,7 @@ __all__ = [
     "ExecuteStep",
     "FrameError",
     "FrameTooLargeError",
+    "Happened",
     "InvalidAddressError",
     "InvalidForkPointError",
     "InvalidIdError",
@@ -314,6 +321,7 @@ __all__ = [
     "ToolStep",
     "UnknownEventTypeError",
     "UnknownFrameTypeError",
+    "Worker",
     "Workflow",
     "__version__",
     "agent",
@@ -331,6 +339,7 @@ __all__ = [
     "parse_workflow",
     "reattach_live_children",
     "sha256_digest",
+    "side_effect",
     "tool",
     "validate_id",
 ]

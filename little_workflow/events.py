@@ -51,6 +51,8 @@ __all__ = [
     "RunResumed",
     "RunStarted",
     "RunStatus",
+    "SideEffectIntended",
+    "SideEffectReconciled",
     "StepAttemptFailed",
     "StepAttemptStarted",
     "StepCompleted",
@@ -257,6 +259,39 @@ class StepAttemptFailed(Event):
     error_code: str
     message: str
     will_retry: bool
+
+
+@_event
+class SideEffectIntended(Event):
+    """The outbox entry: a side-effecting step is about to be dispatched (committed first).
+
+    Its outcome follows, for this attempt: ``StepCompleted`` or ``StepAttemptFailed``. An
+    intent with no outcome after it is what a crash left mid-dispatch; the resume asks the
+    step's ``reconcile`` hook, if it has one, before dispatching again.
+    """
+
+    TYPE = "SideEffectIntended"
+
+    step_path: str
+    #: What the far end deduplicates on (the step's ``sideEffect.key``, by default
+    #: ``<run id>/<step path>``).
+    key: str
+    attempt: int
+
+
+@_event
+class SideEffectReconciled(Event):
+    """A resume asked the ``reconcile`` hook about an intent left without an outcome.
+
+    ``happened``: the effect took place (its result is the ``StepCompleted`` that follows);
+    otherwise the step is dispatched again under the same key.
+    """
+
+    TYPE = "SideEffectReconciled"
+
+    step_path: str
+    key: str
+    happened: bool
 
 
 @_event

@@ -176,6 +176,20 @@ class FixerPolicy(_Model):
     max_fixes: StrictInt = Field(default=1, ge=1, le=10)
 
 
+class SideEffectPolicy(_Model):
+    """The step acts on the outside world: dispatch it through the outbox.
+
+    Before each attempt an intent is committed (``SideEffectIntended``), after it the
+    outcome; the callable receives the key (``ctx.side_effect_key``) to deduplicate at the
+    far end. A resume that finds an intent without an outcome (a crash mid-dispatch)
+    asks the callable's ``reconcile`` hook whether it happened before calling again
+    (docs/runtime.md, "Side effects").
+    """
+
+    #: A template for the key; default ``<run id>/<step path>`` (the path names the visit).
+    key: StrictStr | None = None
+
+
 class StepBase(_Model):
     """Fields and graph behaviour shared by every step kind."""
 
@@ -241,6 +255,14 @@ class _ActionStep(StepBase):
         return self.max_visits
 
 
+def _with_side_effect_key(
+    values: list[tuple[str, JsonValue]], policy: SideEffectPolicy | None
+) -> list[tuple[str, JsonValue]]:
+    if policy is None or policy.key is None:
+        return values
+    return [*values, ("sideEffect.key", policy.key)]
+
+
 class ExecuteStep(_ActionStep):
     """Calls a Python callable (sync or async) with the rendered ``with`` as keyword arguments."""
 
@@ -248,6 +270,11 @@ class ExecuteStep(_ActionStep):
     #: ``package.module:function``, resolved through the runtime's registry.
     fn: StrictStr
     fixer: FixerPolicy | None = None
+    side_effect: SideEffectPolicy | None = None
+
+    def template_values(self) -> list[tuple[str, JsonValue]]:
+        """The ``with`` arguments, and the side-effect key."""
+        return _with_side_effect_key(super().template_values(), self.side_effect)
 
     @field_validator("fn")
     @classmethod
@@ -262,6 +289,11 @@ class ToolStep(_ActionStep):
     #: The registered tool's name.
     tool: StrictStr
     fixer: FixerPolicy | None = None
+    side_effect: SideEffectPolicy | None = None
+
+    def template_values(self) -> list[tuple[str, JsonValue]]:
+        """The ``with`` arguments, and the side-effect key."""
+        return _with_side_effect_key(super().template_values(), self.side_effect)
 
     @field_validator("tool")
     @classmethod

@@ -20,6 +20,7 @@ from little_workflow.runtime._outer import (
 )
 from little_workflow.runtime._runtime import CancelOutcome, ReplayResult, RunResult, Runtime
 from little_workflow.runtime._setup import RuntimeSetup, load_setup
+from little_workflow.runtime._side_effects import Happened, SideEffect, side_effect
 from little_workflow.runtime._state import RunState, StepRecord, apply, fold
 from little_workflow.runtime._worker import Worker, WorkerReport
 from little_workflow.runtime._workflows import WorkflowVersion
@@ -35,6 +36,7 @@ __all__ = [
     "DataDir",
     "Done",
     "GcReport",
+    "Happened",
     "KeptRun",
     "OuterLoopManifest",
     "OuterLoopOutcome",
@@ -43,6 +45,7 @@ __all__ = [
     "RunState",
     "Runtime",
     "RuntimeSetup",
+    "SideEffect",
     "StepContext",
     "StepRecord",
     "Worker",
@@ -51,4 +54,5 @@ __all__ = [
     "apply",
     "fold",
     "load_setup",
+    "side_effect",
 ]

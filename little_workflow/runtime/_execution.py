@@ -57,6 +57,8 @@ from little_workflow.events import (
     RunFailed,
     RunStarted,
     RunStatus,
+    SideEffectIntended,
+    SideEffectReconciled,
     StepAttemptFailed,
     StepAttemptStarted,
     StepCompleted,
@@ -88,6 +90,7 @@ from little_workflow.runtime._agents import (
 )
 from little_workflow.runtime._cancel import cancel_key, read_request, watch
 from little_workflow.runtime._functions import StepContext, invoke
+from little_workflow.runtime._side_effects import SideEffect, declared_side_effect
 from little_workflow.runtime._state import RunState, scope_key
 from little_workflow.runtime._workflows import WorkflowVersion
 from little_workflow.runtime._writer import RunWriter
@@ -100,6 +103,14 @@ __all__ = ["RunExecution"]
 Scope = dict[str, Any]
 #: A step's rendered arguments (its ``with``), or ``None`` for a step without them.
 Arguments = dict[str, JsonValue] | None
+
+
+@dataclass(frozen=True, slots=True)
+class _Outbox:
+    """A side-effecting step's key, and its callable's declaration (hook) if any."""
+
+    key: str
+    declared: SideEffect | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -434,14 +445,22 @@ class RunExecution:
         arguments: Arguments = None,
         started: Callable[[int, Arguments], list[Event]] = lambda attempt, arguments: [],
         failed: Callable[[int, BaseException], list[Event]] = lambda attempt, exc: [],
+        outbox: _Outbox | None = None,
     ) -> tuple[JsonValue, int]:
         """Run attempts under the step's retry policy; return the result and its attempt.
 
         ``call(attempt, arguments)`` makes one attempt. When the step fails for good and
         has a fixer, the fixer may hand back corrected arguments for one more attempt.
+        With an ``outbox`` (a side-effecting step), each attempt's intent is committed
+        before the call, and an intent a crash left without outcome is reconciled first
+        (``runtime/_side_effects.py``).
         """
         policy = step.retry
         path = site.text
+        if outbox is not None:
+            reconciled = await self._reconcile(step, site, outbox)
+            if reconciled is not None:
+                return reconciled
         while True:
             record = self.state.steps.get(path)
             attempt = (record.attempts if record else 0) + 1
@@ -453,19 +472,22 @@ class RunExecution:
                 current = dict(corrected) if isinstance(corrected, dict) else arguments
             # The writer's own append, here and in ``_call``: one coroutine less per
             # step than going through ``self.append``.
-            await self.writer.append(
-                [
-                    StepAttemptStarted(
-                        step_path=path,
-                        step_id=step.id,
-                        kind=step.kind,
-                        attempt=attempt,
-                        visit=site.visit,
-                    ),
-                    *started(attempt, current),
-                ],
-                sync=False,
-            )
+            attempt_events: list[Event] = [
+                StepAttemptStarted(
+                    step_path=path,
+                    step_id=step.id,
+                    kind=step.kind,
+                    attempt=attempt,
+                    visit=site.visit,
+                ),
+                *started(attempt, current),
+            ]
+            if outbox is not None:
+                # The outbox entry: durable before the effect is dispatched.
+                attempt_events.append(
+                    SideEffectIntended(step_path=path, key=outbox.key, attempt=attempt)
+                )
+            await self.writer.append(attempt_events, sync=outbox is not None)
             try:
                 result = await call(attempt, current)
                 # dumps, not check_json_value: it also refuses strings that are not valid
@@ -519,13 +541,75 @@ class RunExecution:
                 continue
             return result, attempt
 
-    def _context(self, step: StepBase, site: _Site, attempt: int) -> StepContext:
+    async def _reconcile(
+        self,
+        step: ExecuteStep | DecisionStep | ToolStep | AgentStep,
+        site: _Site,
+        outbox: _Outbox,
+    ) -> tuple[JsonValue, int] | None:
+        """Settle an intent a crash left without outcome: the result if it happened."""
+        record = self.state.steps.get(site.text)
+        if record is None or record.open_intent is None:
+            return None
+        if outbox.declared is None or outbox.declared.reconcile is None:
+            return None  # no hook: dispatched again, at least once (the module docstring)
+        try:
+            answer = await outbox.declared.ask(record.open_intent)
+            if answer is not None:
+                dumps(answer.result, where=f"the reconciled result of step {site.text!r}")
+        except Exception as exc:
+            code, _ = _error_names(exc)
+            raise _StepFailure(
+                "reconcile_failed",
+                f"step {site.text!r}: reconcile({record.open_intent!r}) raised {code}: {exc}",
+                path=site.text,
+                step_id=step.id,
+            ) from exc
+        await self.writer.append(
+            [
+                SideEffectReconciled(
+                    step_path=site.text, key=record.open_intent, happened=answer is not None
+                )
+            ],
+            sync=False,
+        )
+        return None if answer is None else (answer.result, record.attempts)
+
+    def _outbox(
+        self,
+        step: ExecuteStep | ToolStep,
+        site: _Site,
+        scope: Scope,
+        target: object,
+    ) -> _Outbox | None:
+        """The step's outbox if it is side-effecting (LWIR ``sideEffect`` or ``@side_effect``)."""
+        declared = declared_side_effect(target)
+        if step.side_effect is None and declared is None:
+            return None
+        key = f"{self.run_id}/{site.text}"
+        if step.side_effect is not None and step.side_effect.key is not None:
+            rendered = self._render(step.side_effect.key, scope, step, site.text, "sideEffect.key")
+            if not isinstance(rendered, str) or not rendered:
+                raise _StepFailure(
+                    "template_error",
+                    f"step {site.text!r}: sideEffect.key rendered to {rendered!r}, not a "
+                    "non-empty string",
+                    path=site.text,
+                    step_id=step.id,
+                )
+            key = rendered
+        return _Outbox(key=key, declared=declared)
+
+    def _context(
+        self, step: StepBase, site: _Site, attempt: int, outbox: _Outbox | None = None
+    ) -> StepContext:
         return StepContext(
             run_id=self.run_id,
             step_path=site.text,
             step_id=step.id,
             attempt=attempt,
             visit=site.visit,
+            side_effect_key=None if outbox is None else outbox.key,
             artifact_store=self.runtime.artifacts,
             memory_store=self.runtime.memory,
         )
@@ -560,13 +644,16 @@ class RunExecution:
                 ) from exc
             arguments = self._render(dict(step.with_), scope, step, path, "with")
             assert isinstance(arguments, dict)
+            outbox = (
+                self._outbox(step, site, scope, function) if isinstance(step, ExecuteStep) else None
+            )
 
             def call(attempt: int, current: Arguments) -> Awaitable[Any]:
                 # Most step functions take no context: do not build one for them.
-                ctx = self._context(step, site, attempt) if takes_ctx else None
+                ctx = self._context(step, site, attempt, outbox) if takes_ctx else None
                 return invoke(function, takes_ctx, current or {}, ctx)
 
-            result, _ = await self._attempts(step, site, call, arguments=arguments)
+            result, _ = await self._attempts(step, site, call, arguments=arguments, outbox=outbox)
         route: str | None = None
         output = result
         if isinstance(step, DecisionStep):
@@ -615,8 +702,10 @@ class RunExecution:
         def call_id(attempt: int) -> str:
             return f"attempt[{attempt}]"
 
+        outbox = self._outbox(step, site, scope, tool)
+
         def call(attempt: int, current: Arguments) -> Awaitable[Any]:
-            return tool.invoke(current or {}, ctx=self._context(step, site, attempt))
+            return tool.invoke(current or {}, ctx=self._context(step, site, attempt, outbox))
 
         def started(attempt: int, current: Arguments) -> list[Event]:
             return [
@@ -639,7 +728,7 @@ class RunExecution:
             ]
 
         result, attempt = await self._attempts(
-            step, site, call, arguments=arguments, started=started, failed=failed
+            step, site, call, arguments=arguments, started=started, failed=failed, outbox=outbox
         )
         await self.append(
             [

@@ -41,6 +41,9 @@ class StepContext:
     #: 1 for the first attempt, 2 for the first retry, ...
     attempt: int
     visit: int | None
+    #: For a side-effecting step, the key the far end deduplicates on (the same for every
+    #: attempt and resume of this visit; see ``runtime/_side_effects.py``); else ``None``.
+    side_effect_key: str | None = None
     #: The runtime's stores, behind ``artifacts`` and ``memory`` (``None`` outside a run).
     artifact_store: ArtifactStore | None = field(default=None, repr=False, compare=False)
     memory_store: MemoryStore | None = field(default=None, repr=False, compare=False)

@@ -33,6 +33,8 @@ from little_workflow.events import (
     RunResumed,
     RunStarted,
     RunStatus,
+    SideEffectIntended,
+    SideEffectReconciled,
     StepAttemptFailed,
     StepAttemptStarted,
     StepCompleted,
@@ -82,6 +84,9 @@ class StepRecord:
     completed_seq: int | None = None
     #: Hash of the step definition that completed here (see ``durable.MemoTable``).
     identity: str | None = None
+    #: The key of a ``SideEffectIntended`` with no outcome after it (a crash
+    #: mid-dispatch): the resume reconciles it before dispatching again.
+    open_intent: str | None = None
 
 
 @dataclass(slots=True, kw_only=True)
@@ -255,6 +260,11 @@ def apply_event(state: RunState, event: Event, seq: int, ts: float) -> RunState:
             record = _existing(state, event.step_path, event, seq)
             record.failures += 1
             record.last_error = f"{event.error_code}: {event.message}"
+            record.open_intent = None
+        case SideEffectIntended():
+            _existing(state, event.step_path, event, seq).open_intent = event.key
+        case SideEffectReconciled():
+            _existing(state, event.step_path, event, seq).open_intent = None
         case HarnessExecuteStepSucceeded():
             record = _existing(state, event.step_path, event, seq)
             record.execute_result = event.result
@@ -268,6 +278,7 @@ def apply_event(state: RunState, event: Event, seq: int, ts: float) -> RunState:
                     f"run {state.run_id!r} seq {seq}: step {event.step_path!r} completed twice"
                 )
             record.status = "completed"
+            record.open_intent = None
             record.output = event.output
             record.route = event.route
             record.finished_at = ts

@@ -31,6 +31,7 @@ EXPECTED = [
     "Problem",
     "Reference",
     "RetryPolicy",
+    "SideEffectPolicy",
     "Step",
     "StepBase",
     "StepPath",

@@ -440,6 +440,8 @@
       case "StepAttemptFailed": return `${e.stepPath} · ${e.errorCode}${e.willRetry ? " (will retry)" : ""}`;
       case "StepFailed": return `${e.stepPath} · ${e.causeCode}`;
       case "SubRunStarted": return `${e.stepPath} → ${e.subRunId}`;
+      case "SideEffectIntended": return `${e.stepPath} · key ${e.key} · attempt ${e.attempt}`;
+      case "SideEffectReconciled": return `${e.stepPath} · key ${e.key} · ${e.happened ? "happened" : "did not happen"}`;
       case "harness.model.called": return `${e.slot}${e.request && e.request.model ? ` · ${e.request.model}` : ""}`;
       case "harness.tool_call.started": return `${e.toolName} ${preview(e.arguments, 60)}`;
       case "harness.tool_call.failed": return `${e.errorCode}: ${e.message}`;

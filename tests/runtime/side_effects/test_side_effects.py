@@ -1,0 +1,236 @@
+"""Side effects through the outbox: intent before dispatch, reconcile after a crash.
+
+The crash tests kill a real ``little-workflow run`` process with SIGKILL inside the
+side-effecting call (just before or just after the far end took the request), then
+resume in a fresh process; the far end (``far_end.py``) is a file every process sees.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from little_workflow.events import (
+    SideEffectIntended,
+    SideEffectReconciled,
+    StepAttemptStarted,
+    StepCompleted,
+)
+from little_workflow.lwir import ExecuteStep, OutputStep, SideEffectPolicy, Workflow
+from little_workflow.runtime import Runtime, side_effect
+
+REPO = Path(__file__).resolve().parents[3]
+HERE = Path(__file__).parent
+
+
+def _cli(data_dir: Path, *args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "little_workflow", "--data-dir", str(data_dir), *args],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> dict[str, str]:
+    return {
+        **os.environ,
+        "LW_TEST_FAR_END": str(tmp_path / "far_end.jsonl"),
+        "PYTHONPATH": str(REPO),
+    }
+
+
+def _far_end(env: dict[str, str]) -> list[dict[str, object]]:
+    path = Path(env["LW_TEST_FAR_END"])
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+async def _events(data_dir: Path, run_id: str) -> list[object]:
+    async with Runtime(data_dir) as runtime:
+        return [record.event for record in await runtime.events.read(run_id)]
+
+
+async def test_killed_after_the_effect_the_hook_completes_the_step_without_a_call(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    data = tmp_path / "data"
+    killed = _cli(
+        data,
+        "run",
+        str(HERE / "pay.yaml"),
+        "--input",
+        '{"amount": 42}',
+        "--run-id",
+        "run_pay",
+        env={**env, "LW_TEST_KILL": "after_effect"},
+    )
+    assert killed.returncode == -9, killed.stderr
+    assert _far_end(env) == [{"key": "run_pay/charge", "amount": 42}]
+    resumed = _cli(data, "resume", "run_pay", env=env)
+    assert resumed.returncode == 0, resumed.stderr
+    assert json.loads(resumed.stdout) == {"charge": "run_pay/charge", "amount": 42}
+    # The service was asked once, by the killed process; the resume asked the hook.
+    assert len(_far_end(env)) == 1
+    events = await _events(data, "run_pay")
+    intents = [e for e in events if isinstance(e, SideEffectIntended)]
+    assert [(i.key, i.attempt) for i in intents] == [("run_pay/charge", 1)]
+    reconciled = [e for e in events if isinstance(e, SideEffectReconciled)]
+    assert [(r.key, r.happened) for r in reconciled] == [("run_pay/charge", True)]
+    completed = [e for e in events if isinstance(e, StepCompleted) and e.step_path == "charge"]
+    assert [c.output for c in completed] == [{"charge": "run_pay/charge", "amount": 42}]
+    # The intent was committed before the call: it precedes everything after the start.
+    types = [type(e).__name__ for e in events]
+    assert types.index("SideEffectIntended") < types.index("SideEffectReconciled")
+
+
+async def test_killed_before_the_effect_the_hook_says_no_and_the_step_runs_again(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    data = tmp_path / "data"
+    killed = _cli(
+        data,
+        "run",
+        str(HERE / "pay.yaml"),
+        "--input",
+        '{"amount": 7}',
+        "--run-id",
+        "run_pay",
+        env={**env, "LW_TEST_KILL": "before_effect"},
+    )
+    assert killed.returncode == -9, killed.stderr
+    assert _far_end(env) == []
+    resumed = _cli(data, "resume", "run_pay", env=env)
+    assert resumed.returncode == 0, resumed.stderr
+    assert _far_end(env) == [{"key": "run_pay/charge", "amount": 7}]
+    events = await _events(data, "run_pay")
+    reconciled = [e for e in events if isinstance(e, SideEffectReconciled)]
+    assert [r.happened for r in reconciled] == [False]
+    intents = [e for e in events if isinstance(e, SideEffectIntended)]
+    # Dispatched again under the same key, as attempt 2.
+    assert [(i.key, i.attempt) for i in intents] == [("run_pay/charge", 1), ("run_pay/charge", 2)]
+
+
+async def test_without_a_hook_the_step_is_dispatched_again_under_its_own_key(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    data = tmp_path / "data"
+    killed = _cli(
+        data,
+        "run",
+        str(HERE / "pay_blind.yaml"),
+        "--input",
+        '{"amount": 5, "order": "A-17"}',
+        "--run-id",
+        "run_blind",
+        env={**env, "LW_TEST_KILL": "after_effect"},
+    )
+    assert killed.returncode == -9, killed.stderr
+    resumed = _cli(data, "resume", "run_blind", env=env)
+    assert resumed.returncode == 0, resumed.stderr
+    # At least once: the far end saw the request twice, both under the step's key,
+    # which is what lets a deduplicating far end charge once.
+    assert _far_end(env) == [{"key": "order-A-17", "amount": 5}] * 2
+    assert json.loads(resumed.stdout) == {"charge": "order-A-17", "amount": 5}
+    events = await _events(data, "run_blind")
+    assert not any(isinstance(e, SideEffectReconciled) for e in events)
+
+
+async def test_the_intent_is_durable_before_the_call(tmp_path: Path) -> None:
+    database = tmp_path / "data" / "little-workflow.db"
+    workflow = Workflow(
+        name="intent-first",
+        steps=[
+            ExecuteStep(
+                id="probe",
+                fn="tests.runtime.side_effects.far_end:intent_committed",
+                with_={"database": str(database)},
+                side_effect=SideEffectPolicy(),
+            ),
+            OutputStep(id="out", value="${steps.probe.output}"),
+        ],
+    )
+    async with Runtime(tmp_path / "data") as runtime:
+        assert runtime.data_dir.database == database
+        result = await runtime.run(workflow, None, run_id="run_probe")
+        assert result.output is True
+
+
+async def test_a_plain_step_holds_its_attempt_and_writes_no_intent(tmp_path: Path) -> None:
+    workflow = Workflow(
+        name="plain",
+        steps=[
+            ExecuteStep(
+                id="probe",
+                fn="tests.runtime.side_effects.far_end:intent_committed",
+                with_={"database": str(tmp_path / "data" / "little-workflow.db")},
+            ),
+            OutputStep(id="out", value="${steps.probe.output}"),
+        ],
+    )
+    async with Runtime(tmp_path / "data") as runtime:
+        result = await runtime.run(workflow, None, run_id="run_plain")
+        assert result.output is False
+        events = [r.event for r in await runtime.events.read("run_plain")]
+        assert not any(isinstance(e, SideEffectIntended) for e in events)
+        assert sum(isinstance(e, StepAttemptStarted) for e in events) == 1
+
+
+async def test_a_tool_step_with_a_marked_function_goes_through_the_outbox(
+    tmp_path: Path, env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from little_workflow import tool
+    from little_workflow.lwir import ToolStep
+
+    seen: list[str | None] = []
+
+    @side_effect
+    def notify(ctx: object, text: str) -> str:
+        """Send a notification."""
+        seen.append(getattr(ctx, "side_effect_key", None))
+        return f"sent {text}"
+
+    workflow = Workflow(
+        name="notify",
+        steps=[
+            ToolStep(id="send", tool="notify", with_={"text": "hi"}),
+            OutputStep(id="out", value="${steps.send.output}"),
+        ],
+    )
+    async with Runtime(tmp_path / "data", tools=[tool(notify)]) as runtime:
+        result = await runtime.run(workflow, None, run_id="run_tool")
+        assert result.output == "sent hi"
+        events = [r.event for r in await runtime.events.read("run_tool")]
+    assert seen == ["run_tool/send"]
+    assert [e.key for e in events if isinstance(e, SideEffectIntended)] == ["run_tool/send"]
+
+
+def test_a_key_template_is_validated_like_any_template() -> None:
+    from little_workflow.errors import LwirValidationError
+    from little_workflow.lwir import parse_workflow
+
+    with pytest.raises(LwirValidationError, match="sideEffect"):
+        parse_workflow(
+            {
+                "lwir": 1,
+                "name": "bad-key",
+                "steps": [
+                    {
+                        "id": "a",
+                        "kind": "execute",
+                        "fn": "m:f",
+                        "sideEffect": {"key": "${steps.nowhere.output}"},
+                    }
+                ],
+            }
+        )
