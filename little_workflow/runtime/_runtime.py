@@ -686,6 +686,8 @@ class Runtime:
             await write_request(self.kv, member.run_id, request)
         recorded_here = False
         for member in reversed(family):
+            if not await self._free_to_cancel(member):
+                continue  # a worker holds it: it acts on the request within its poll
             lock = FileLock(
                 self.data_dir.lock_path("run", member.run_id), purpose=f"run {member.run_id!r}"
             )
@@ -711,6 +713,28 @@ class Runtime:
             recorded_by_owner=state.finished and not recorded_here,
             sub_run_ids=tuple(member.run_id for member in family[1:]),
         )
+
+    async def _free_to_cancel(self, state: RunState) -> bool:
+        """Whether no worker's lease covers ``state``'s run, so it may be cancelled here.
+
+        A lease covers a submitted run and its sub-runs. A submitted run nobody holds is
+        settled in the queue first (done, ``cancelled``), so no worker claims it while
+        its cancellation is recorded; if one claimed it just before, it is the one to act.
+        """
+        queue = self._require().queue
+        if queue is None:
+            return True
+        root = state
+        for _ in range(64):
+            if root.parent_run_id is None:
+                break
+            root = await self._fold(root.parent_run_id)
+        if await queue.holder(root.run_id) is not None:
+            return False
+        if root.run_id != state.run_id:
+            return True
+        entry = await queue.get(state.run_id)
+        return entry is None or await queue.settle(state.run_id, "cancelled")
 
     async def _unfinished_family(self, state: RunState) -> list[RunState]:
         """``state`` and its unfinished sub-runs, parents before children."""

@@ -100,6 +100,18 @@ class RunQueue(Protocol):
         """Give the run back (queued again, claimable at once); ``False`` if not held."""
         ...
 
+    async def holder(self, run_id: str) -> str | None:
+        """The worker whose unexpired lease holds ``run_id`` now, by the server's clock."""
+        ...
+
+    async def settle(self, run_id: str, outcome: str) -> bool:
+        """Mark a run nobody holds (queued, or its lease expired) done with ``outcome``.
+
+        ``False`` if a worker holds it, it is done already, or it was never submitted:
+        then whoever holds it decides. Used to cancel a run no worker is driving.
+        """
+        ...
+
     async def get(self, run_id: str) -> QueueEntry | None:
         """The run's queue row, or ``None`` if it was never submitted."""
         ...

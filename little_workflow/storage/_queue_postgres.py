@@ -70,6 +70,21 @@ _RELEASE: Final = """
 UPDATE run_queue SET state = 'queued', worker_id = NULL, lease_expires_at = NULL
 WHERE run_id = %s AND lease_token = %s AND state = 'leased'
 """
+_HOLDER: Final = f"""
+SELECT worker_id FROM run_queue
+WHERE run_id = %s AND state = 'leased' AND lease_expires_at >= {_NOW}
+"""
+# Row-locked like a claim (SKIP LOCKED: a row a worker is claiming or appending under is
+# not ours to settle), so a claim cannot take the run between the check and the update.
+_SETTLE: Final = f"""
+UPDATE run_queue q SET state = 'done', finished_at = {_NOW}, outcome = %s,
+    lease_expires_at = NULL
+FROM (SELECT run_id FROM run_queue
+      WHERE run_id = %s
+        AND (state = 'queued' OR (state = 'leased' AND lease_expires_at < {_NOW}))
+      FOR UPDATE SKIP LOCKED) free
+WHERE q.run_id = free.run_id
+"""
 _COLUMNS: Final = (
     "run_id, state, submitted_at, worker_id, lease_token, lease_expires_at, attempts, "
     "finished_at, outcome"
@@ -184,6 +199,23 @@ class PostgresRunQueue:
         doing = f"release run {fence.run_id!r}"
         async with self._database.connection(doing) as conn:
             cursor = await conn.execute(_RELEASE, [fence.run_id, fence.token])
+            return cursor.rowcount == 1
+
+    async def holder(self, run_id: str) -> str | None:
+        """The worker whose unexpired lease holds ``run_id``, if any."""
+        validate_id(run_id, what="run id")
+        doing = f"read the lease on run {run_id!r}"
+        async with self._database.connection(doing) as conn:
+            cursor = await conn.execute(_HOLDER, [run_id])
+            row = await cursor.fetchone()
+        return None if row is None else str(row[0])
+
+    async def settle(self, run_id: str, outcome: str) -> bool:
+        """Mark the run done with ``outcome`` if nobody holds it."""
+        validate_id(run_id, what="run id")
+        doing = f"settle run {run_id!r}"
+        async with self._database.connection(doing) as conn:
+            cursor = await conn.execute(_SETTLE, [outcome, run_id])
             return cursor.rowcount == 1
 
     async def get(self, run_id: str) -> QueueEntry | None:

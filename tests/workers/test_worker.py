@@ -134,3 +134,43 @@ async def test_submit_needs_a_store_with_a_queue(tmp_path: Path) -> None:
         with pytest.raises(ConfigError, match="postgresql"):
             await runtime.submit(FLOW, {"items": [1]})
         assert await runtime.events.read("run_x") == []
+
+
+async def test_cancel_reaches_a_run_on_a_worker_of_another_host(
+    postgres_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls = tmp_path / "calls.txt"
+    monkeypatch.setenv("LW_TEST_CALLS", str(calls))
+    monkeypatch.setenv("LW_TEST_STEP_SECONDS", "0.2")
+    async with (
+        Runtime(tmp_path / "a", store=postgres_url) as host_a,
+        Runtime(tmp_path / "b", store=postgres_url) as host_b,
+    ):
+        await host_a.submit(FLOW, {"items": list(range(40))}, run_id="run_long")
+        worker = Worker(host_a, concurrency=1, lease_seconds=30, poll_interval=0.02)
+        task = asyncio.create_task(worker.run(max_runs=1))
+        await _until(lambda: bool(_calls(calls)))
+        # host_b shares no file with host_a: only the store tells it a worker holds the run.
+        outcome = await host_b.cancel("run_long", reason="enough", wait=10)
+        assert outcome.status.value == "cancelled"
+        assert outcome.recorded_by_owner
+        report = await asyncio.wait_for(task, 10)
+        assert report.finished == {"cancelled": 1}
+        entry = await host_b.queue.get("run_long")
+        assert entry is not None
+        assert (entry.state, entry.outcome) == ("done", "cancelled")
+        assert sum(_calls(calls).values()) < 40
+
+
+async def test_cancel_settles_a_queued_run_so_no_worker_claims_it(
+    postgres_url: str, tmp_path: Path
+) -> None:
+    async with Runtime(tmp_path / "a", store=postgres_url) as host:
+        await host.submit(FLOW, {"items": [1, 2]}, run_id="run_queued")
+        outcome = await host.cancel("run_queued", wait=1)
+        assert outcome.status.value == "cancelled"
+        assert not outcome.recorded_by_owner
+        entry = await host.queue.get("run_queued")
+        assert entry is not None
+        assert (entry.state, entry.outcome) == ("done", "cancelled")
+        assert await host.queue.claim("w", limit=5, lease_seconds=5) == []
