@@ -44,6 +44,12 @@ def _duration(seconds: float) -> str:
 @click.option("--workflow", default=None, help="Only runs of this workflow.")
 @click.option("--limit", type=click.IntRange(min=1), default=50, help="At most this many.")
 @click.option("--sub-runs", is_flag=True, help="Include sub-runs (hidden by default).")
+@click.option(
+    "--stuck",
+    is_flag=True,
+    help="Only runs nobody drives that need a look: expired worker leases, side-effect "
+    "intents without outcome.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
 @click.pass_obj
 def runs(
@@ -53,11 +59,16 @@ def runs(
     workflow: str | None,
     limit: int,
     sub_runs: bool,
+    stuck: bool,
     as_json: bool,
 ) -> None:
     """List runs, most recent first: id, workflow, status, steps done, events, started, duration."""
     from little_workflow.events import RunStatus
     from little_workflow.views import RunReader
+
+    if stuck:
+        _stuck_runs(options, as_json=as_json)
+        return
 
     async def work() -> list[RunSummary]:
         async with _runtime(options) as runtime:
@@ -86,6 +97,34 @@ def runs(
     ]
     columns = ("run", "workflow", "status", "steps done", "events", "started", "duration")
     print_table(columns, rows, "no runs")
+
+
+def _stuck_runs(options: Options, *, as_json: bool) -> None:
+    from little_workflow.runtime._stuck import StuckRun
+
+    async def work() -> list[StuckRun]:
+        async with _runtime(options) as runtime:
+            found: list[StuckRun] = await runtime.stuck_runs()
+            return found
+
+    found = execute(options, work)
+    if as_json:
+        print_json(
+            [
+                {
+                    "runId": item.run_id,
+                    "reason": item.reason,
+                    "detail": item.detail,
+                    "workerId": item.worker_id,
+                    "stepPath": item.step_path,
+                    "key": item.key,
+                }
+                for item in found
+            ]
+        )
+        return
+    rows = [(item.run_id, item.reason, item.detail) for item in found]
+    print_table(("run", "reason", "detail"), rows, "no stuck runs")
 
 
 @click.command()

@@ -67,6 +67,7 @@ from little_workflow.runtime._outer import (
 from little_workflow.runtime._outer import status as outer_loop_status
 from little_workflow.runtime._sessions import session_manifest, step_at, unfinished_sub_runs
 from little_workflow.runtime._state import RunState, fold
+from little_workflow.runtime._stuck import StuckRun, find_stuck_runs
 from little_workflow.runtime._tally import counting
 from little_workflow.runtime._workflows import WorkflowCatalog, WorkflowVersion
 from little_workflow.storage import (
@@ -713,6 +714,10 @@ class Runtime:
             recorded_by_owner=state.finished and not recorded_here,
             sub_run_ids=tuple(member.run_id for member in family[1:]),
         )
+
+    async def stuck_runs(self) -> list[StuckRun]:
+        """Runs nobody drives that need a look: expired leases, intents without outcome."""
+        return await find_stuck_runs(self)
 
     async def _free_to_cancel(self, state: RunState) -> bool:
         """Whether no worker's lease covers ``state``'s run, so it may be cancelled here.

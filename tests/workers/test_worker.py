@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import json
 from collections.abc import Callable
 from pathlib import Path
 
@@ -174,3 +175,30 @@ async def test_cancel_settles_a_queued_run_so_no_worker_claims_it(
         assert entry is not None
         assert (entry.state, entry.outcome) == ("done", "cancelled")
         assert await host.queue.claim("w", limit=5, lease_seconds=5) == []
+
+
+async def test_runs_stuck_lists_a_run_whose_worker_lease_expired(
+    postgres_url: str, tmp_path: Path
+) -> None:
+    import subprocess
+    import sys
+
+    async with Runtime(tmp_path / "a", store=postgres_url) as host:
+        await host.submit(FLOW, {"items": [1]}, run_id="run_orphan")
+        await host.submit(FLOW, {"items": [2]}, run_id="run_waiting")
+        # A worker that claimed one run and died: nobody renews its lease.
+        (claim,) = await host.queue.claim("w_dead", limit=1, lease_seconds=0.2)
+        assert claim.run_id == "run_orphan"
+        await asyncio.sleep(0.4)
+    command = [
+        sys.executable, "-m", "little_workflow", "--data-dir", str(tmp_path / "b"),
+        "--store", postgres_url, "runs", "--stuck", "--json",
+    ]  # fmt: skip
+    listed = await asyncio.to_thread(
+        subprocess.run, command, capture_output=True, text=True, timeout=60, check=False
+    )
+    assert listed.returncode == 0, listed.stderr
+    found = json.loads(listed.stdout)
+    assert [(item["runId"], item["reason"], item["workerId"]) for item in found] == [
+        ("run_orphan", "lease_expired", "w_dead")
+    ]

@@ -234,3 +234,22 @@ def test_a_key_template_is_validated_like_any_template() -> None:
                 ],
             }
         )
+
+
+def test_runs_stuck_lists_an_intent_left_without_outcome_until_the_resume(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    data = tmp_path / "data"
+    killed = _cli(
+        data, "run", str(HERE / "pay.yaml"), "--input", '{"amount": 3}', "--run-id", "run_st",
+        env={**env, "LW_TEST_KILL": "after_effect"},
+    )  # fmt: skip
+    assert killed.returncode == -9, killed.stderr
+    listed = _cli(data, "runs", "--stuck", "--json", env=env)
+    assert listed.returncode == 0, listed.stderr
+    assert [(item["runId"], item["reason"], item["key"]) for item in json.loads(listed.stdout)] == [
+        ("run_st", "intent_unreconciled", "run_st/charge")
+    ]
+    assert _cli(data, "resume", "run_st", env=env).returncode == 0
+    listed = _cli(data, "runs", "--stuck", "--json", env=env)
+    assert json.loads(listed.stdout) == []

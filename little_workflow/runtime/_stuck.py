@@ -1,0 +1,93 @@
+"""Runs that need a look: ``little-workflow runs --stuck``.
+
+Two kinds, both of runs that nobody is driving now:
+
+* ``lease_expired``: a submitted run whose worker's lease ran out (the worker died,
+  paused or lost the database) and that no worker has claimed again yet. Workers claim
+  such runs by themselves; one that stays here means no worker is running.
+* ``intent_unreconciled``: an unfinished run with a side effect whose intent has no
+  outcome (a crash mid-dispatch). Its next resume (or claim) reconciles it; until then
+  nobody knows whether the effect happened.
+
+A run that a worker's live lease or a local run lock holds is in flight, not stuck.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+
+from little_workflow.durable import FileLock
+from little_workflow.events import RunStatus
+
+if TYPE_CHECKING:
+    from little_workflow.runtime._runtime import Runtime
+
+__all__ = ["StuckRun", "find_stuck_runs"]
+
+#: How many unfinished runs are folded to look for open intents, newest first.
+MAX_SCANNED = 1000
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StuckRun:
+    """One run that needs a look, and why."""
+
+    run_id: str
+    reason: Literal["lease_expired", "intent_unreconciled"]
+    #: One line for a person.
+    detail: str
+    worker_id: str | None = None
+    step_path: str | None = None
+    key: str | None = None
+
+
+async def find_stuck_runs(runtime: Runtime) -> list[StuckRun]:
+    """The stuck runs of ``runtime``'s store (see the module docstring)."""
+    await runtime.open()
+    queue = runtime._require().queue
+    found: list[StuckRun] = []
+    expired_ids: set[str] = set()
+    if queue is not None:
+        for entry in await queue.expired():
+            expired_ids.add(entry.run_id)
+            found.append(
+                StuckRun(
+                    run_id=entry.run_id,
+                    reason="lease_expired",
+                    detail=(
+                        f"lease {entry.lease_token} of worker {entry.worker_id} expired; "
+                        f"claimed {entry.attempts} time(s)"
+                    ),
+                    worker_id=entry.worker_id,
+                )
+            )
+    for info in await runtime.events.list_runs(status=RunStatus.RUNNING, limit=MAX_SCANNED):
+        state = await runtime.get_state(info.run_id)
+        open_intents = [
+            record for record in state.steps.values() if record.open_intent is not None
+        ]
+        if not open_intents or await _in_flight(runtime, info.run_id, expired_ids):
+            continue
+        found.extend(
+            StuckRun(
+                run_id=info.run_id,
+                reason="intent_unreconciled",
+                detail=f"step {record.path}: intent {record.open_intent} has no outcome",
+                step_path=record.path,
+                key=record.open_intent,
+            )
+            for record in open_intents
+        )
+    return found
+
+
+async def _in_flight(runtime: Runtime, run_id: str, expired: set[str]) -> bool:
+    queue = runtime._require().queue
+    if queue is not None and run_id not in expired and await queue.holder(run_id) is not None:
+        return True
+    lock = FileLock(runtime.data_dir.lock_path("run", run_id), purpose=f"run {run_id!r}")
+    if not lock.try_acquire():
+        return True
+    lock.release()
+    return False
