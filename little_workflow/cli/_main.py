@@ -79,6 +79,11 @@ COMMANDS: dict[str, LazyCommand] = {
         attr="clear",
         summary="Discard the recovery data of a harness execution: snapshot, ledger, answers.",
     ),
+    "db": LazyCommand(
+        module=_CLI + "_db",
+        attr="db",
+        summary="The store's schema: its version, and migrating it to this program's.",
+    ),
     "demo": LazyCommand(
         module=_CLI + "_demo",
         attr="demo",

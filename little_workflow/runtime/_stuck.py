@@ -64,9 +64,7 @@ async def find_stuck_runs(runtime: Runtime) -> list[StuckRun]:
             )
     for info in await runtime.events.list_runs(status=RunStatus.RUNNING, limit=MAX_SCANNED):
         state = await runtime.get_state(info.run_id)
-        open_intents = [
-            record for record in state.steps.values() if record.open_intent is not None
-        ]
+        open_intents = [record for record in state.steps.values() if record.open_intent is not None]
         if not open_intents or await _in_flight(runtime, info.run_id, expired_ids):
             continue
         found.extend(
