@@ -346,6 +346,15 @@ class PostgresEventLog(_Backend):
 
 
 def _conflict(run_id: str, expected: int, found: int) -> ConflictError:
+    if found < expected:
+        # A log never shrinks under a writer unless the server lost commits it had
+        # acknowledged: those made with synchronous_commit off (``sync=False``) die with
+        # a server crash before the WAL writer flushes them.
+        return ConflictError(
+            f"run {run_id!r}: expected last seq {expected}, found {found}; events "
+            "committed without sync were lost (the server crashed or was restarted "
+            "immediately) or the run was deleted. Nothing was written; resume the run."
+        )
     return ConflictError(
         f"run {run_id!r}: expected last seq {expected}, found {found}; "
         "another writer appended first"

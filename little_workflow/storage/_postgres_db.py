@@ -19,6 +19,16 @@ index, and it gives no place to record or refuse versions); opening the pool fir
 migrating through it (an unreachable server then surfaces as a bare pool timeout after
 the full wait instead of libpq's reason, so the first connection is made directly).
 
+After a server restart every pooled connection is dead, though the server is back. The
+pool checks each connection it hands out with ``_check_idle``: a ``poll`` of its socket
+(no round trip), and only if the server has written to the idle connection (a
+``FATAL`` "terminating connection", or the end of the stream) an empty query; a dead
+one is dropped and the pool gives another, connecting anew, waiting up to its timeout
+while the server comes back. So a restart between two statements is not seen at all,
+and one during a statement fails that statement only (``StorageUnavailableError``).
+Rejected: ``AsyncConnectionPool.check_connection`` on every checkout (an empty query:
+~130 µs more per append here, against ~4 µs for the ``poll``).
+
 Driver errors are translated here, once: a failure to reach the server (and any other
 ``psycopg.OperationalError``) becomes ``StorageUnavailableError``, any other driver
 error ``StorageError``, both ``raise ... from exc``. Messages name host, port, database
@@ -29,6 +39,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import select
 from collections.abc import AsyncIterator, Sequence
 from typing import Any, Final, LiteralString
 
@@ -202,6 +213,22 @@ def _lock_key(schema: str) -> int:
     return int.from_bytes(digest[:8], "big", signed=True)
 
 
+async def _check_idle(conn: AsyncConnection[TupleRow]) -> None:
+    """Raise if a pooled connection is dead; cheap when nothing says so (see above).
+
+    An idle connection's socket is readable only if the server wrote to it unasked,
+    which in practice means it is closing it; a readable one is then tried for real.
+    """
+    if conn.closed:
+        raise psycopg.OperationalError("the connection is closed")
+    if hasattr(select, "poll"):
+        poller = select.poll()
+        poller.register(conn.fileno(), select.POLLIN)
+        if not poller.poll(0):
+            return
+    await AsyncConnectionPool.check_connection(conn)
+
+
 def _describe(params: dict[str, Any], schema: str) -> str:
     """``PostgreSQL database 'db' at host:port, schema 's'``: never the password."""
     host = params.get("host") or params.get("hostaddr") or "the default host"
@@ -318,6 +345,7 @@ class PostgresDatabase:
             max_size=max_connections,
             open=False,
             configure=configure,
+            check=_check_idle,
             name=f"little-workflow:{schema}",
         )
         try:
