@@ -43,6 +43,12 @@ layouts: one flat directory of escaped full keys (``list`` of a prefix reads eve
 name in the store), and hashed file names (no prefix listing without an index file
 that would itself need atomic updates).
 
+Symlinks. Nothing under the root is followed: a value file is opened with
+``O_NOFOLLOW``, and a key's directories are opened one at a time from the root, each
+with ``O_NOFOLLOW`` relative to its parent (``openat``), and made there (``mkdirat``);
+a symlink in the way is ``CorruptDataError``. The root itself may be a symlink: it is
+the caller's configuration, not the store's content.
+
 Portability: the escaping targets Linux. On a case-insensitive or Unicode-normalising
 filesystem (default macOS, Windows) distinct keys may share a file. The root should be
 a directory used only by this store: anything else found in it (``lost+found`` at the
@@ -93,6 +99,10 @@ _PRUNE_RACE_ATTEMPTS = 100
 _SYNCED_DIRS_LIMIT = 4096
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
+# A key's directories are opened one by one from their parent's descriptor with this: a
+# symlink planted in the root (``a~ -> /elsewhere``) fails to open (ELOOP/ENOTDIR)
+# rather than leading reads, writes and deletes outside the root.
+_SUBDIR_FLAGS = _DIR_FLAGS | os.O_NOFOLLOW
 # O_NONBLOCK: a FIFO planted at a value's path must not hang the event loop on open.
 _READ_FLAGS = os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK
 _TEMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW
@@ -131,6 +141,12 @@ def _decode_name(name: str) -> str | None:
     except UnicodeDecodeError:
         return None
     return segment if segment and _encode_segment(segment) == name else None
+
+
+def _ancestors(root: str, directory: str) -> tuple[str, ...]:
+    """The directories from ``root`` (excluded) down to ``directory`` (included)."""
+    parts = os.path.relpath(directory, root).split(os.sep)
+    return tuple(os.path.join(root, *parts[: index + 1]) for index in range(len(parts)))
 
 
 def _fs_len(path: str) -> int:
@@ -255,13 +271,10 @@ class FileStorage:
         """
         self._check_open()
         location = self._locate(key)
-        try:
-            dir_fd = os.open(location.directory, _DIR_FLAGS)
-        except FileNotFoundError:
+        dir_fd = self._open_directory(location, create=False)
+        if dir_fd is None:
             self._require_root()
             return
-        except OSError as exc:
-            raise self._error(exc, "open the directory of", location.path, key) from exc
         try:
             try:
                 os.unlink(location.name, dir_fd=dir_fd)
@@ -296,6 +309,16 @@ class FileStorage:
             return []
         # A missing root must not look like an empty store.
         self._require_root()
+        if complete:
+            # Only to refuse a symlink on the way down (see the module docstring); the
+            # directories below are checked entry by entry as they are walked.
+            dirs = _ancestors(self._root, directory)
+            found = self._open_directory(
+                _Location(key=prefix, dirs=dirs, directory=directory, name=""), create=False
+            )
+            if found is None:
+                return []
+            os.close(found)
         base = "".join(segment + "/" for segment in complete)
         keys: builtins.list[str] = []
         stack: builtins.list[tuple[str, str, str]] = [(directory, base, partial)]
@@ -399,12 +422,21 @@ class FileStorage:
 
     def _read(self, location: _Location) -> JsonValue | None:
         path = location.path
+        if location.dirs:
+            dir_fd = self._open_directory(location, create=False)
+            if dir_fd is None:
+                return None
+        else:
+            dir_fd = None  # in the root: its path is the caller's, followed as given
         try:
-            fd = os.open(path, _READ_FLAGS)
+            fd = os.open(path if dir_fd is None else location.name, _READ_FLAGS, dir_fd=dir_fd)
         except FileNotFoundError:
             return None
         except OSError as exc:
             raise self._error(exc, "read", path, location.key) from exc
+        finally:
+            if dir_fd is not None:
+                os.close(dir_fd)
         try:
             info = os.fstat(fd)
             if not stat.S_ISREG(info.st_mode):
@@ -451,17 +483,10 @@ class FileStorage:
 
     def _write(self, location: _Location, data: bytes) -> None:
         for _attempt in range(_PRUNE_RACE_ATTEMPTS):
-            if not self._make_dirs(location):
-                continue
-            try:
-                dir_fd = os.open(location.directory, _DIR_FLAGS)
-            except FileNotFoundError:
+            dir_fd = self._open_directory(location, create=True)
+            if dir_fd is None:
                 self._require_root()
-                continue
-            except OSError as exc:
-                raise self._error(
-                    exc, "open the directory of", location.path, location.key
-                ) from exc
+                continue  # a directory on the way was pruned by a concurrent delete
             try:
                 if self._write_in(dir_fd, location, data):
                     return
@@ -473,19 +498,46 @@ class FileStorage:
             "in another process. Nothing was written; retry"
         )
 
-    def _make_dirs(self, location: _Location) -> bool:
-        """Create the location's directories; ``False`` if one vanished meanwhile."""
+    def _open_directory(self, location: _Location, *, create: bool) -> int | None:
+        """A descriptor of the location's directory, or ``None`` if one on the way is
+        missing (never made, or pruned by a concurrent delete meanwhile).
+
+        Each directory is opened from its parent's descriptor with ``O_NOFOLLOW`` (and,
+        with ``create``, made there first), so no symlink under the root is followed.
+        """
+        try:
+            fd = os.open(self._root, _DIR_FLAGS)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise self._error(exc, "open the directory of", location.path, location.key) from exc
         for path in location.dirs:
             try:
-                os.mkdir(path, 0o700)
+                child = self._open_child(fd, path, location, create=create)
+            finally:
+                os.close(fd)
+            if child is None:
+                return None
+            fd = child
+        return fd
+
+    def _open_child(self, fd: int, path: str, location: _Location, *, create: bool) -> int | None:
+        name = os.path.basename(path)
+        if create:
+            try:
+                os.mkdir(name, 0o700, dir_fd=fd)
             except FileExistsError:
-                continue  # made earlier, or by a concurrent writer; a non-directory fails later
+                pass  # made earlier, or by a concurrent writer; a non-directory fails below
             except FileNotFoundError:
-                self._require_root()
-                return False  # a parent was pruned by a concurrent delete
+                return None  # this parent was pruned by a concurrent delete
             except OSError as exc:
                 raise self._error(exc, "create directory", path, location.key) from exc
-        return True
+        try:
+            return os.open(name, _SUBDIR_FLAGS, dir_fd=fd)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise self._error(exc, "open the directory of", location.path, location.key) from exc
 
     def _write_in(self, dir_fd: int, location: _Location, data: bytes) -> bool:
         """Write through ``dir_fd``; ``False`` if the directory was pruned before we began."""

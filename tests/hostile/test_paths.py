@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
@@ -117,11 +117,6 @@ async def test_file_storage_refuses_keys_that_would_leave_the_root(
     assert _files_under(tmp_path) <= {"root"}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="little_workflow/storage/_file.py follows a symlinked key directory planted in the "
-    "root (it opens directories with O_DIRECTORY, no O_NOFOLLOW); reported, not fixed here",
-)
 async def test_a_symlinked_directory_in_the_root_is_not_followed(tmp_path: Path) -> None:
     outside = tmp_path / "outside"
     outside.mkdir()
@@ -132,13 +127,38 @@ async def test_a_symlinked_directory_in_the_root_is_not_followed(tmp_path: Path)
     (tmp_path / "root" / "a~").rmdir()
     (tmp_path / "root" / "a~").symlink_to(outside)
     try:
-        with pytest.raises(Exception):  # noqa: B017, PT011 - any refusal would do
+        with pytest.raises(CorruptDataError):
             await storage.get("a/x")
-        with pytest.raises(Exception):  # noqa: B017, PT011
+        with pytest.raises(CorruptDataError):
             await storage.set("a/c", 2)
     finally:
         await storage.close()
     assert sorted(os.listdir(outside)) == ["x"]
+
+
+async def test_a_symlinked_directory_is_not_written_deleted_or_listed_through(
+    tmp_path: Path,
+) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "x").write_text(json.dumps({"lwkv": 1, "value": "secret"}))
+    storage = create_file_storage(tmp_path / "root")
+    (tmp_path / "root" / "a~").symlink_to(outside)
+    try:
+        attempts: list[Callable[[], Awaitable[object]]] = [
+            lambda: storage.delete("a/x"),
+            lambda: storage.set("a/deeper/key", 1),
+            lambda: storage.get("a/deeper/key"),
+            lambda: storage.list("a/"),
+            lambda: storage.list(""),
+        ]
+        for attempt in attempts:
+            with pytest.raises(CorruptDataError):
+                await attempt()
+    finally:
+        await storage.close()
+    assert sorted(os.listdir(outside)) == ["x"]
+    assert json.loads((outside / "x").read_text())["value"] == "secret"
 
 
 async def test_a_symlinked_value_file_is_not_read(tmp_path: Path) -> None:
