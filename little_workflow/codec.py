@@ -35,6 +35,11 @@ JsonValue: TypeAlias = bool | int | float | str | list["JsonValue"] | dict[str, 
 # until RecursionError, and nothing this program stores is nested so deeply.
 MAX_DEPTH = 500
 
+# On read, a few levels more: a store may wrap a value checked on write in an envelope
+# of its own (the file store's ``{"lwkv": 1, "value": ...}``), and a value that was
+# stored must read back.
+_READ_MAX_DEPTH = MAX_DEPTH + 8
+
 # The fast check recurses (two frames a level); deeper values take the iterative walk.
 _FAST_DEPTH = 64
 
@@ -118,7 +123,34 @@ def loads(text: str | bytes, *, where: str = "stored value") -> JsonValue:
         result: JsonValue = json.loads(text)
     except (ValueError, RecursionError) as exc:
         raise CorruptDataError(f"{where} is not valid JSON: {exc}") from exc
+    # Counting brackets runs at C speed; only a text with enough of them to be too deep
+    # pays for the walk (a string's brackets are counted too, which only costs a walk).
+    if isinstance(text, str):
+        brackets = text.count("[") + text.count("{")
+    else:
+        brackets = text.count(b"[") + text.count(b"{")
+    if brackets > _READ_MAX_DEPTH and _deeper_than(result, _READ_MAX_DEPTH):
+        raise CorruptDataError(
+            f"{where} is JSON nested more than {_READ_MAX_DEPTH} levels deep; this program "
+            f"never stores values nested more than {MAX_DEPTH} levels deep"
+        )
     return result
+
+
+def _deeper_than(value: JsonValue, limit: int) -> bool:
+    """Whether containers are nested more than ``limit`` levels deep in ``value``."""
+    if not isinstance(value, dict | list):
+        return False
+    stack: list[tuple[dict[str, JsonValue] | list[JsonValue], int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > limit:
+            return True
+        children = item.values() if isinstance(item, dict) else item
+        for child in children:
+            if isinstance(child, dict | list):
+                stack.append((child, depth + 1))
+    return False
 
 
 def canonical_json(value: object, *, trusted: bool = False) -> bytes:

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,6 +18,7 @@ from little_workflow.codec import (
     sha256_digest,
 )
 from little_workflow.errors import CorruptDataError, InvalidValueError
+from little_workflow.storage import create_file_storage, open_storage
 
 json_values = st.recursive(
     st.none()
@@ -84,3 +86,45 @@ def test_deep_nesting_is_refused_not_a_recursion_error() -> None:
 def test_loads_reports_where(text: str) -> None:
     with pytest.raises(CorruptDataError, match="snapshot of run_1"):
         loads(text, where="snapshot of run_1")
+
+
+def _nested(levels: int) -> Any:
+    value: Any = "leaf"
+    for index in range(levels):
+        value = {"k": value} if index % 2 else [value]
+    return value
+
+
+@pytest.mark.parametrize("levels", [MAX_DEPTH + 9, 900])
+def test_loads_refuses_text_nested_deeper_than_the_limit(levels: int) -> None:
+    # 900 levels parse without a RecursionError: only the depth check stops them.
+    text = "[" * levels + "]" * levels
+    with pytest.raises(CorruptDataError, match=r"snapshot x is JSON nested more than \d+ levels"):
+        loads(text, where="snapshot x")
+    with pytest.raises(CorruptDataError, match="nested more than"):
+        loads(text.encode(), where="snapshot x")
+
+
+async def test_a_value_nested_to_the_write_limit_reads_back_from_every_store(
+    tmp_path: Path,
+) -> None:
+    deepest = _nested(MAX_DEPTH)
+    assert loads(dumps(deepest)) == deepest
+    with pytest.raises(InvalidValueError):
+        dumps([deepest])
+    file_store = create_file_storage(tmp_path / "files")
+    sqlite_store = await open_storage(f"sqlite:///{tmp_path / 'db'}")
+    try:
+        for store in (file_store, sqlite_store):
+            await store.set("deep", deepest)
+            assert await store.get("deep") == deepest
+    finally:
+        await file_store.close()
+        await sqlite_store.close()
+
+
+def test_wide_values_and_brackets_in_strings_are_not_too_deep() -> None:
+    wide = [{"a": [i]} for i in range(2_000)]
+    assert loads(dumps(wide)) == wide
+    brackets = {"text": "[{" * 5_000}
+    assert loads(dumps(brackets)) == brackets
