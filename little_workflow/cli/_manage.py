@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from little_workflow.cli._checkpoints import checkpoint_storage, checkpoints_option
-from little_workflow.cli._main import EXIT_BUSY, Options, execute, print_json
+from little_workflow.cli._main import EXIT_BUSY, Options, describe_error, execute, print_json
 from little_workflow.cli._runs import _runtime
 
 
@@ -86,7 +86,10 @@ def clear(
     try:
         validate_id(execution_id, what="execution id")
     except LittleWorkflowError as exc:
-        raise click.BadParameter(exc.message, param_hint="EXECUTION_ID") from exc
+        # Before asking: reported as every command reports a bad id (invalid input, 3).
+        message, code = describe_error(exc)
+        click.echo(message, err=True)
+        sys.exit(code)
     if not yes:
         if not sys.stdin.isatty():
             raise click.UsageError("clear discards recovery data: pass --yes to confirm")

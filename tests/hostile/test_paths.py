@@ -279,12 +279,8 @@ def test_cli_commands_refuse_hostile_ids(tmp_path: Path, command: str) -> None:
     for ident in CLI_IDS:
         args = [a.format(id=ident, out=tmp_path / "out") for a in CLI_COMMANDS[command]]
         result = runner.invoke(cli, ["--data-dir", str(data), *args])
-        if command == "clear":  # checked as a click parameter: a usage error
-            assert result.exit_code == 2, (ident, result.output)
-            assert "Invalid value for EXECUTION_ID: invalid execution id" in result.output
-        else:
-            assert result.exit_code == 3, (ident, result.output)
-            assert "error: invalid_id: invalid " in result.output, result.output
+        assert result.exit_code == 3, (ident, result.output)
+        assert "error: invalid_id: invalid " in result.output, result.output
     assert {p.name for p in tmp_path.iterdir()} <= {"data"}
 
 

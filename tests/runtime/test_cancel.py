@@ -239,8 +239,13 @@ def test_clear_needs_confirmation_without_a_terminal(tmp_path: Path) -> None:
     assert missing.returncode == 3
     assert "no recovery data of execution 'exec_1'" in missing.stderr
     hostile = cli(tmp_path / "data", "clear", "a/../b", "--yes")
-    assert hostile.returncode == 2
+    assert hostile.returncode == 3
+    assert "error: invalid_id: invalid execution id" in hostile.stderr
     assert "Traceback" not in hostile.stderr
+    # A bad id is refused before the confirmation is asked for.
+    unconfirmed = cli(tmp_path / "data", "clear", "a/../b")
+    assert unconfirmed.returncode == 3
+    assert "--yes" not in unconfirmed.stderr
 
 
 @pytest.fixture(autouse=True)
