@@ -164,6 +164,12 @@ class ArtifactManifest:
         if not isinstance(value, dict):
             raise CorruptDataError(f"artifact manifest {source} is not a JSON object")
         version = value.get("format")
+        if type(version) is not int:
+            # No version at all is damage, not a format from another release.
+            raise CorruptDataError(
+                f"artifact manifest {source} has no format version (format={version!r}); "
+                "it is not a manifest this program writes"
+            )
         if version != FORMAT_VERSION:
             raise SchemaVersionError(
                 f"artifact manifest {source} has format {version!r}; this program reads "

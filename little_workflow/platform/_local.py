@@ -161,6 +161,12 @@ class ChildManifest:
         """Parse ``to_json``'s form (``CorruptDataError`` naming ``key`` if it is not one)."""
         if not isinstance(value, dict):
             raise CorruptDataError(f"subprocess manifest {key!r} is not a JSON object")
+        if type(value.get("version")) is not int:
+            # No version at all is damage, not a format from another release.
+            raise CorruptDataError(
+                f"subprocess manifest {key!r} has no version "
+                f"(version={value.get('version')!r}); it is not a manifest this program writes"
+            )
         if value.get("version") != _VERSION:
             raise SchemaVersionError(
                 f"subprocess manifest {key!r} has version {value.get('version')!r}; this "

@@ -66,16 +66,28 @@ def wrong_json(data: bytes) -> bytes:
     return json.dumps(wrong(document)).encode()
 
 
+def unversioned(data: bytes) -> bytes:
+    """The same record without its format version field (damage, not another version)."""
+    document = json.loads(data)
+    record = document["value"] if "lwkv" in document else document
+    for field in VERSION_FIELDS:
+        record.pop(field, None)
+    return json.dumps(document).encode()
+
+
 DAMAGE: dict[str, Callable[[bytes], bytes]] = {
     "truncated": truncated,
     "flipped": flipped,
     "wrong-json": wrong_json,
 }
+#: For the records that carry a format version (checkpoints keep the seed's
+#: CHECKPOINT_SCHEMA_MISMATCH for a missing one).
+VERSIONED_DAMAGE = {**DAMAGE, "unversioned": unversioned}
 
 
 def damage(path: Path, kind: str) -> bytes:
     """Damage ``path`` in place; its new bytes."""
-    data = DAMAGE[kind](path.read_bytes())
+    data = VERSIONED_DAMAGE[kind](path.read_bytes())
     path.write_bytes(data)
     return data
 
@@ -117,8 +129,11 @@ async def test_a_memory_entry(tmp_path: Path, kind: str) -> None:
     assert path.read_bytes() == data
 
 
-@pytest.mark.parametrize("record", ["meta", "frame:0000000001"])
-@pytest.mark.parametrize("kind", sorted(DAMAGE))
+@pytest.mark.parametrize(
+    ("record", "kind"),
+    [("meta", kind) for kind in sorted(VERSIONED_DAMAGE)]
+    + [("frame:0000000001", kind) for kind in sorted(DAMAGE)],
+)
 async def test_an_ipc_queue_record(tmp_path: Path, kind: str, record: str) -> None:
     storage = create_file_storage(tmp_path / "queue")
     queue = await create_durable_outbound_queue(storage=storage, socket_path=QUEUE_SOCKET)
@@ -157,7 +172,7 @@ def spawned(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root / "subprocess"
 
 
-@pytest.mark.parametrize("kind", sorted(DAMAGE))
+@pytest.mark.parametrize("kind", sorted(VERSIONED_DAMAGE))
 async def test_a_subprocess_manifest(tmp_path: Path, spawned: Path, kind: str) -> None:
     root = tmp_path / "subprocess"
     shutil.copytree(spawned, root)
@@ -172,7 +187,7 @@ async def test_a_subprocess_manifest(tmp_path: Path, spawned: Path, kind: str) -
     assert path.read_bytes() == data
 
 
-@pytest.mark.parametrize("kind", sorted(DAMAGE))
+@pytest.mark.parametrize("kind", sorted(VERSIONED_DAMAGE))
 def test_an_artifact_manifest(tmp_path: Path, kind: str) -> None:
     store = ArtifactStore(tmp_path)
     made = store.put("report.txt", b"version 1\n", run_id="run-1", step_path="write")

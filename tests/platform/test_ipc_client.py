@@ -110,6 +110,8 @@ async def test_an_ack_while_disconnected_is_persisted_and_resumed_with(
         ({"v": 1, "ackedThrough": -1}, CorruptDataError),
         ({"v": 1, "ackedThrough": True}, CorruptDataError),
         ({"v": 9, "ackedThrough": 3}, SchemaVersionError),
+        ({"ackedThrough": 3}, CorruptDataError),
+        ({"v": "1", "ackedThrough": 3}, CorruptDataError),
     ],
 )
 async def test_a_bad_ack_record_is_reported(

@@ -106,6 +106,12 @@ def ack_key(client_id: str) -> str:
 def _parse_ack(value: object, key: str) -> int:
     if not isinstance(value, dict):
         raise CorruptDataError(f"IPC client ack {key!r} is not a JSON object")
+    if type(value.get("v")) is not int:
+        # No version at all is damage, not a format from another release.
+        raise CorruptDataError(
+            f"IPC client ack {key!r} has no format version (v={value.get('v')!r}); it is "
+            "not a record this program writes"
+        )
     if value.get("v") != _ACK_VERSION:
         raise SchemaVersionError(
             f"IPC client ack {key!r} has format version {value.get('v')!r}; this program "

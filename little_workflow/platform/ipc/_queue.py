@@ -253,6 +253,12 @@ def _parse_meta(value: JsonValue, *, key: str, socket_path: str) -> tuple[int, i
     if not isinstance(value, dict):
         raise CorruptDataError(f"IPC queue meta {key!r} is not a JSON object")
     version = value.get("v")
+    if type(version) is not int:
+        # No version at all is damage, not a format from another release.
+        raise CorruptDataError(
+            f"IPC queue meta {key!r} has no format version (v={version!r}); it is not a "
+            "record this program writes. Discard the queue's keys to start it afresh."
+        )
     if version != _META_VERSION:
         raise SchemaVersionError(
             f"IPC queue meta {key!r} has format version {version!r}; this program reads "
