@@ -106,14 +106,32 @@ def worker(
     store_url: str | None,
 ) -> None:
     """Claim queued runs and drive them until stopped (SIGTERM/SIGINT release them)."""
-    import asyncio
     import signal
+
+    # Handled from here on: a SIGTERM while the runtime is imported and the store opens
+    # stops the worker before it claims anything, and it exits 0 like any stop.
+    stop_requested: list[int] = []
+    stopping: list[Any] = []
+
+    def stop(signum: int = signal.SIGTERM, _frame: object = None) -> None:
+        stop_requested.append(signum)
+        for runner in stopping:
+            runner.stop()
+
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, stop)
+    click.echo("worker: starting", err=True)
+
+    import asyncio
 
     from little_workflow.runtime import Worker, WorkerReport
 
     options = _with_store(options, store_url)
 
     async def work() -> WorkerReport:
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(signum, stop)
         async with _runtime(options) as runtime:
             runner = Worker(
                 runtime,
@@ -122,9 +140,9 @@ def worker(
                 lease_seconds=lease_seconds,
                 poll_interval=poll_interval,
             )
-            loop = asyncio.get_running_loop()
-            for signum in (signal.SIGTERM, signal.SIGINT):
-                loop.add_signal_handler(signum, runner.stop)
+            stopping.append(runner)
+            if stop_requested:
+                runner.stop()
             click.echo(
                 f"worker {runner.worker_id}: up to {concurrency} run(s), "
                 f"leases of {lease_seconds:g} s",

@@ -65,6 +65,7 @@ from little_workflow.events import (
 )
 from little_workflow.runtime._cancel import CANCEL_PREFIX, CancelRequest, cancel_key
 from little_workflow.runtime._outer import manifest_path, read_manifest
+from little_workflow.runtime._run_lock import RunLock
 from little_workflow.storage import PayloadRef, RunInfo, payload_refs, referenced_digests
 
 if TYPE_CHECKING:
@@ -417,14 +418,15 @@ class _Collection:
         """Delete the doomed families, each under its run locks (module docstring)."""
         runtime = self.runtime
         for root, members in sorted(self.doomed.items()):
+            # The store-wide lock for the family's root only, as a run takes it: its
+            # sub-runs are driven under their root's.
             locks = [
-                FileLock(runtime.data_dir.lock_path("run", m), purpose=f"gc of run {m!r}")
-                for m in members
+                RunLock(runtime, m, purpose=f"gc of run {m!r}", shared=m == root) for m in members
             ]
-            held: list[FileLock] = []
+            held: list[RunLock] = []
             try:
                 for lock, member in zip(locks, members, strict=True):
-                    if not lock.try_acquire():
+                    if not await lock.try_acquire():
                         self.kept.append(
                             KeptRun(
                                 run_id=root,
@@ -443,7 +445,7 @@ class _Collection:
                     runtime.faults.reached("gc.after_family")
             finally:
                 for lock in held:
-                    lock.release()
+                    await lock.release()
         if self.deleted:
             # The intents are dropped once the manifests are gone: a kill before that
             # leaves intents for the next collection to finish.

@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING, Any, cast
 
 from little_workflow.artifacts import ArtifactStore
 from little_workflow.codec import JsonValue, dumps, sha256_digest
-from little_workflow.durable import FileLock
 from little_workflow.errors import ConfigError, RunFailedError, StorageError
 from little_workflow.events import RunCancelled, RunResumed, RunStarted, RunStatus
 from little_workflow.harness._manifest import drift_error, manifest_hash
@@ -65,6 +64,7 @@ from little_workflow.runtime._outer import (
     run_outer_loop,
 )
 from little_workflow.runtime._outer import status as outer_loop_status
+from little_workflow.runtime._run_lock import RunLock
 from little_workflow.runtime._sessions import session_manifest, step_at, unfinished_sub_runs
 from little_workflow.runtime._state import RunState, fold
 from little_workflow.runtime._stuck import StuckRun, find_stuck_runs
@@ -324,19 +324,19 @@ class Runtime:
     # --- runs -------------------------------------------------------------------------
 
     @contextlib.asynccontextmanager
-    async def _locked(self, run_id: str) -> AsyncIterator[None]:
+    async def _locked(self, run_id: str, *, shared: bool = True) -> AsyncIterator[None]:
         if current_fence() is not None:
             # A worker's lease covers the run and its sub-runs, on every machine; a file
             # lock here would only be held on past the lease by a paused worker, and
             # keep the next holder on this machine waiting for nothing.
             yield
             return
-        lock = FileLock(self.data_dir.lock_path("run", run_id), purpose=f"run {run_id!r}")
+        lock = RunLock(self, run_id, shared=shared)
         await lock.acquire(timeout=self.lock_timeout)
         try:
             yield
         finally:
-            lock.release()
+            await lock.release()
 
     async def run(
         self,
@@ -689,10 +689,8 @@ class Runtime:
         for member in reversed(family):
             if not await self._free_to_cancel(member):
                 continue  # a worker holds it: it acts on the request within its poll
-            lock = FileLock(
-                self.data_dir.lock_path("run", member.run_id), purpose=f"run {member.run_id!r}"
-            )
-            if not lock.try_acquire():
+            lock = RunLock(self, member.run_id)
+            if not await lock.try_acquire():
                 continue
             try:
                 current = await self._fold(member.run_id)
@@ -700,7 +698,7 @@ class Runtime:
                     await self._record_cancelled(current, request)
                     recorded_here = True
             finally:
-                lock.release()
+                await lock.release()
         loop = asyncio.get_running_loop()
         deadline = loop.time() + wait
         while True:
@@ -783,7 +781,7 @@ class Runtime:
     ) -> JsonValue:
         """Start or continue a sub-run (used by ``workflow`` steps); return its output."""
         self.check_callables(version)
-        async with self._locked(run_id):
+        async with self._locked(run_id, shared=False):
             result = await self._start_or_continue(
                 version, input, run_id, parent_run_id, parent_step_path, retry_failed=retry_failed
             )

@@ -17,8 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
-from little_workflow.durable import FileLock
 from little_workflow.events import RunStatus
+from little_workflow.runtime._run_lock import RunLock
 
 if TYPE_CHECKING:
     from little_workflow.runtime._runtime import Runtime
@@ -84,8 +84,8 @@ async def _in_flight(runtime: Runtime, run_id: str, expired: set[str]) -> bool:
     queue = runtime._require().queue
     if queue is not None and run_id not in expired and await queue.holder(run_id) is not None:
         return True
-    lock = FileLock(runtime.data_dir.lock_path("run", run_id), purpose=f"run {run_id!r}")
-    if not lock.try_acquire():
+    lock = RunLock(runtime, run_id)
+    if not await lock.try_acquire():
         return True
-    lock.release()
+    await lock.release()
     return False

@@ -6,9 +6,7 @@ The multi-process proof (SIGKILL, SIGSTOP past the lease) is in ``test_worker_pr
 from __future__ import annotations
 
 import asyncio
-import collections
 import json
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -16,25 +14,10 @@ import pytest
 from little_workflow.errors import ConfigError
 from little_workflow.events import StepCompleted
 from little_workflow.runtime import Runtime, Worker
+from tests.workers.support import FLOW, until
+from tests.workers.support import calls as calls_of
 
 pytestmark = pytest.mark.postgres
-
-FLOW = Path(__file__).with_name("fanout.yaml")
-
-
-def _calls(path: Path) -> collections.Counter[str]:
-    if not path.exists():
-        return collections.Counter()
-    return collections.Counter(path.read_text().splitlines())
-
-
-async def _until(condition: Callable[[], bool], timeout: float = 30) -> None:
-    """Poll ``condition`` (a file another task or process writes) until it holds."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not condition():
-        assert loop.time() < deadline
-        await asyncio.sleep(0.02)
 
 
 async def _all_done(runtime: Runtime, run_ids: list[str], timeout: float) -> None:
@@ -89,7 +72,7 @@ async def test_two_workers_drive_every_submitted_run_once(
             paths = [event.step_path for event in completed]
             assert len(paths) == len(set(paths))
         # Every step ran exactly once, whichever worker ran it.
-        counted = _calls(calls)
+        counted = calls_of(calls)
         assert sum(counted.values()) == sum(len(items) + 1 for items in inputs.values())
         assert set(counted.values()) == {1}
         assert sum(report.finished.get("completed", 0) for report in reports) == len(inputs)
@@ -113,7 +96,7 @@ async def test_a_stopped_worker_gives_its_runs_back(
         await host_a.submit(FLOW, {"items": [1, 2, 3, 4, 5, 6, 7, 8]}, run_id="run_slow")
         first = Worker(host_a, concurrency=1, lease_seconds=30, poll_interval=0.02)
         task = asyncio.create_task(first.run())
-        await _until(lambda: bool(_calls(calls)))
+        await until(lambda: bool(calls_of(calls)))
         first.stop()
         report = await task
         assert report.released == 1
@@ -125,7 +108,7 @@ async def test_a_stopped_worker_gives_its_runs_back(
         assert (await asyncio.wait_for(second.run(max_runs=1), 30)).finished == {"completed": 1}
         assert (await host_b.get_state("run_slow")).output == sum(i * i for i in range(1, 9))
         # What the first worker had committed was not run again.
-        counted = _calls(calls)
+        counted = calls_of(calls)
         assert max(counted.values()) <= 2
         assert sum(counted.values()) - 9 <= 4  # at most its in-flight branches, re-run
 
@@ -150,7 +133,7 @@ async def test_cancel_reaches_a_run_on_a_worker_of_another_host(
         await host_a.submit(FLOW, {"items": list(range(40))}, run_id="run_long")
         worker = Worker(host_a, concurrency=1, lease_seconds=30, poll_interval=0.02)
         task = asyncio.create_task(worker.run(max_runs=1))
-        await _until(lambda: bool(_calls(calls)))
+        await until(lambda: bool(calls_of(calls)))
         # host_b shares no file with host_a: only the store tells it a worker holds the run.
         outcome = await host_b.cancel("run_long", reason="enough", wait=10)
         assert outcome.status.value == "cancelled"
@@ -160,7 +143,7 @@ async def test_cancel_reaches_a_run_on_a_worker_of_another_host(
         entry = await host_b.queue.get("run_long")
         assert entry is not None
         assert (entry.state, entry.outcome) == ("done", "cancelled")
-        assert sum(_calls(calls).values()) < 40
+        assert sum(calls_of(calls).values()) < 40
 
 
 async def test_cancel_settles_a_queued_run_so_no_worker_claims_it(

@@ -169,3 +169,17 @@ async def test_runs_survive_a_killed_and_a_paused_worker(postgres_url: str, tmp_
     )
     assert all(counted[call] == 2 for call in twice)
     assert len(twice) <= 2 * CONCURRENCY * BRANCHES, json.dumps(twice)
+
+
+def test_a_worker_stopped_while_it_starts_exits_cleanly(postgres_url: str, tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    process = _start_worker(postgres_url, tmp_path / "w", "w_early", env)
+    assert process.stderr is not None
+    first = process.stderr.readline()
+    assert first.startswith(b"worker: starting"), first
+    # Now it imports the runtime and opens the store: well before any claim.
+    process.send_signal(signal.SIGTERM)
+    _, rest = process.communicate(timeout=30)
+    stderr = first + rest
+    assert process.returncode == 0, stderr.decode()
+    assert "worker w_early stopped" in stderr.decode()

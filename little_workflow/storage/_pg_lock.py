@@ -1,0 +1,124 @@
+"""``PostgresRunLock``: a run lock that every machine sharing a PostgreSQL store sees.
+
+File locks (``durable/_locks.py``) are per machine. When the store is PostgreSQL, two
+processes on two machines may ``resume`` the same run; this lock makes the second wait
+(or give up with ``LockTimeoutError``), as a file lock does on one machine. It is a
+session-level advisory lock (``pg_try_advisory_lock``) held on one pooled connection for
+as long as the run is driven: the server releases it when that connection ends, however
+the process ends, so a killed holder frees it at once.
+
+What it does not do is fence: a holder cut off from the server loses the lock with its
+connection while it may still be running. Its next append then fails (its connection is
+gone), and an append made on a fresh connection after another process took the run over
+is refused by ``expected_seq`` (the log's next seq moved on). Workers get real fencing
+tokens (``_queue.py``); this lock is for ``run``/``resume`` by hand.
+
+The lock key is a 64-bit hash of the schema and the run id, so stores in different schemas
+of one database never share a lock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import time
+
+import psycopg
+from psycopg import AsyncConnection
+from psycopg.rows import TupleRow
+
+from little_workflow.errors import LockTimeoutError
+from little_workflow.storage._postgres_db import PostgresDatabase
+
+__all__ = ["PostgresRunLock"]
+
+_HOLDER = """
+SELECT a.pid, a.application_name, COALESCE(host(a.client_addr), 'local'), a.backend_start
+FROM pg_catalog.pg_locks l JOIN pg_catalog.pg_stat_activity a ON a.pid = l.pid
+WHERE l.locktype = 'advisory' AND l.granted
+  AND l.classid = ((%(key)s::bigint >> 32) & 4294967295)::oid
+  AND l.objid = (%(key)s::bigint & 4294967295)::oid AND l.objsubid = 1
+LIMIT 1
+"""
+
+
+def lock_key(schema: str, run_id: str) -> int:
+    """The advisory-lock key of ``run_id`` in ``schema`` (a signed 64-bit integer)."""
+    digest = hashlib.sha256(f"little-workflow:run:{schema}:{run_id}".encode()).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
+
+
+class PostgresRunLock:
+    """An exclusive lock on one run of a PostgreSQL store; see the module docstring."""
+
+    def __init__(self, database: PostgresDatabase, run_id: str, *, purpose: str) -> None:
+        self._database = database
+        self.run_id = run_id
+        self.purpose = purpose
+        self.key = lock_key(database.schema, run_id)
+        self._stack: contextlib.AsyncExitStack | None = None
+        self._conn: AsyncConnection[TupleRow] | None = None
+
+    @property
+    def held(self) -> bool:
+        """Whether this object holds the lock."""
+        return self._conn is not None
+
+    async def try_acquire(self) -> bool:
+        """Take the lock if it is free; never waits."""
+        if self._conn is not None:
+            raise RuntimeError(f"{self.purpose}: the lock is already held by this object")
+        stack = contextlib.AsyncExitStack()
+        conn = await stack.enter_async_context(self._database.connection(f"lock {self.purpose}"))
+        try:
+            cursor = await conn.execute("SELECT pg_try_advisory_lock(%s)", [self.key])
+            row = await cursor.fetchone()
+        except BaseException as exc:
+            # Through the connection's context: a driver error comes out typed.
+            if not await stack.__aexit__(type(exc), exc, exc.__traceback__):
+                raise
+            raise  # pragma: no cover - the context never swallows an error
+        if row is None or not row[0]:
+            await stack.aclose()
+            return False
+        self._stack, self._conn = stack, conn
+        return True
+
+    async def acquire(self, *, timeout: float | None = None, poll: float = 0.02) -> None:
+        """Wait until the lock is free and take it; ``LockTimeoutError`` after ``timeout``."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        delay = poll
+        while not await self.try_acquire():
+            if deadline is not None and time.monotonic() >= deadline:
+                raise LockTimeoutError(
+                    f"{self.purpose} is held by {await self.holder() or 'another process'} "
+                    f"(on {self._database.description}); gave up after waiting {timeout:g} s"
+                )
+            pause = delay if deadline is None else min(delay, max(deadline - time.monotonic(), 0))
+            await asyncio.sleep(pause)
+            delay = min(delay * 1.5, 0.25)
+
+    async def holder(self) -> str | None:
+        """Who holds the lock, as the server sees it (backend pid, application, host)."""
+        async with self._database.connection(f"find the holder of {self.purpose}") as conn:
+            cursor = await conn.execute(_HOLDER, {"key": self.key})
+            row = await cursor.fetchone()
+        if row is None:
+            return None
+        pid, application, host, _ = row
+        return f"a session of {application or 'a client'} on {host} (server pid {pid})"
+
+    async def release(self) -> None:
+        """Release the lock and give its connection back. Idempotent."""
+        stack, conn = self._stack, self._conn
+        self._stack = self._conn = None
+        if stack is None or conn is None:
+            return
+        try:
+            # Unlock before the connection goes back to the pool: a pooled connection
+            # keeps its session, advisory locks included.
+            with contextlib.suppress(psycopg.Error, OSError):
+                await conn.execute("SELECT pg_advisory_unlock_all()")
+        finally:
+            await stack.aclose()
