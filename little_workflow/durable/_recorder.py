@@ -118,12 +118,15 @@ async def run_unit(
     compute: Callable[[Mapping[str, JsonValue]], Awaitable[JsonValue]],
     *,
     prepare: Callable[[Mapping[str, JsonValue]], Mapping[str, JsonValue]] | None = None,
+    reconcile: Callable[[Mapping[str, JsonValue]], Awaitable[Recorded | None]] | None = None,
 ) -> JsonValue:
     """Replay ``unit`` if its outcome is recorded; else record its start, run it, record it.
 
     ``compute`` receives the unit's detail as recorded: for a unit cut off by a crash,
     the detail of its recorded start (``prepare``, which may add to the detail before it
     is first recorded, such as the id of a sub-run to start, is then not called again).
+    ``reconcile`` is asked first about such a unit (a side effect whose outcome a crash
+    lost): a ``Recorded`` value is recorded as its outcome instead of running it again.
     """
     recorded = recorder.replay(unit)
     if recorded is not None:
@@ -139,6 +142,11 @@ async def run_unit(
         await recorder.started(unit)
     else:
         unit = replace(unit, detail=detail)
+        if reconcile is not None:
+            settled = await reconcile(detail)
+            if settled is not None:
+                await recorder.succeeded(unit, settled.value)
+                return settled.value
     try:
         value = await compute(detail)
     except Exception as exc:

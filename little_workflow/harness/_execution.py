@@ -20,7 +20,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from little_workflow.codec import JsonValue, check_json_value
-from little_workflow.durable._recorder import RecordedFailure, Recorder, Unit, run_unit
+from little_workflow.durable._recorder import (
+    Recorded,
+    RecordedFailure,
+    Recorder,
+    Unit,
+    run_unit,
+)
+from little_workflow.durable._side_effects import declared_side_effect
 from little_workflow.errors import (
     ConfigError,
     LittleWorkflowError,
@@ -73,6 +80,11 @@ class ToolContext:
     def idempotency_key(self) -> str:
         """``<execution id>/<path>``: the same if the call is re-issued after a crash."""
         return f"{self.execution_id}/{self.path}"
+
+    @property
+    def side_effect_key(self) -> str:
+        """The key a side-effecting tool hands the far end: ``idempotency_key``."""
+        return self.idempotency_key
 
     @property
     def artifacts(self) -> StepArtifacts:
@@ -288,17 +300,32 @@ class GraphRun:
         tool_call_id: str | None,
     ) -> JsonValue:
         hook = self.harness.tools.hook(name)
+        # A tool whose function is marked @side_effect goes through the outbox: its start
+        # is durable before it runs, and a start a crash left without outcome is
+        # reconciled (durable/_side_effects.py) instead of being called blind.
+        declared = (
+            declared_side_effect(self.harness.tools.get(name))
+            if hook is None and name in self.harness.tools.registry
+            else None
+        )
         unit = Unit(
             path=path,
             kind="tool",
             step_id=step_id,
             identity=identity,
             detail={"name": name, "arguments": arguments},
-            durable_start=hook is not None,
+            durable_start=hook is not None or declared is not None,
         )
         tool_context = ToolContext(
             execution_id=self.ctx.id, path=path, tool_call_id=tool_call_id, context=self.ctx
         )
+        reconcile = None
+        if declared is not None and declared.reconcile is not None:
+            side_effect = declared
+
+            async def reconcile(_detail: Mapping[str, JsonValue]) -> Recorded | None:
+                answer = await side_effect.ask(tool_context.side_effect_key)
+                return None if answer is None else Recorded(value=answer.result)
 
         offered = self.offered if tool_call_id is not None else None
 
@@ -338,7 +365,11 @@ class GraphRun:
 
         try:
             value = await run_unit(
-                self.recorder, unit, compute, prepare=None if hook is None else hook.prepare
+                self.recorder,
+                unit,
+                compute,
+                prepare=None if hook is None else hook.prepare,
+                reconcile=reconcile,
             )
         except (ToolCallError, RecordedFailure) as exc:
             if tool_call_id is not None:

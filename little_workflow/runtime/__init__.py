@@ -6,6 +6,7 @@ run's events into its ``RunState`` (the one reading of a log that the CLI and UI
 
 from __future__ import annotations
 
+from little_workflow.durable._side_effects import Happened, SideEffect, side_effect
 from little_workflow.runtime._datadir import DataDir
 from little_workflow.runtime._faults import CRASH_ENV, CRASH_EXIT_CODE, FAULT_ENV
 from little_workflow.runtime._functions import StepContext
@@ -20,7 +21,6 @@ from little_workflow.runtime._outer import (
 )
 from little_workflow.runtime._runtime import CancelOutcome, ReplayResult, RunResult, Runtime
 from little_workflow.runtime._setup import RuntimeSetup, load_setup
-from little_workflow.runtime._side_effects import Happened, SideEffect, side_effect
 from little_workflow.runtime._state import RunState, StepRecord, apply, fold
 from little_workflow.runtime._worker import Worker, WorkerReport
 from little_workflow.runtime._workflows import WorkflowVersion

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from little_workflow.codec import JsonValue, check_json_value, dumps
 from little_workflow.durable import MemoEntry, MemoTable
+from little_workflow.durable._side_effects import SideEffect, declared_side_effect
 from little_workflow.errors import (
     CapabilityDriftError,
     ConfigError,
@@ -90,7 +91,6 @@ from little_workflow.runtime._agents import (
 )
 from little_workflow.runtime._cancel import cancel_key, read_request, watch
 from little_workflow.runtime._functions import StepContext, invoke
-from little_workflow.runtime._side_effects import SideEffect, declared_side_effect
 from little_workflow.runtime._state import RunState, scope_key
 from little_workflow.runtime._workflows import WorkflowVersion
 from little_workflow.runtime._writer import RunWriter
@@ -453,7 +453,7 @@ class RunExecution:
         has a fixer, the fixer may hand back corrected arguments for one more attempt.
         With an ``outbox`` (a side-effecting step), each attempt's intent is committed
         before the call, and an intent a crash left without outcome is reconciled first
-        (``runtime/_side_effects.py``).
+        (``durable/_side_effects.py``).
         """
         policy = step.retry
         path = site.text

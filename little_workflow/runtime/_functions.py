@@ -42,7 +42,7 @@ class StepContext:
     attempt: int
     visit: int | None
     #: For a side-effecting step, the key the far end deduplicates on (the same for every
-    #: attempt and resume of this visit; see ``runtime/_side_effects.py``); else ``None``.
+    #: attempt and resume of this visit; see ``durable/_side_effects.py``); else ``None``.
     side_effect_key: str | None = None
     #: The runtime's stores, behind ``artifacts`` and ``memory`` (``None`` outside a run).
     artifact_store: ArtifactStore | None = field(default=None, repr=False, compare=False)

@@ -13,6 +13,7 @@ import json
 import os
 import signal
 from pathlib import Path
+from typing import Any
 
 from little_workflow.runtime import Happened, StepContext, side_effect
 
@@ -80,3 +81,30 @@ def intent_committed(ctx: StepContext, database: str) -> bool:
             (ctx.run_id,),
         ).fetchall()
     return any(json.loads(data)["stepPath"] == ctx.step_path for (data,) in rows)
+
+
+@side_effect(reconcile=_reconcile)
+def pay(ctx: object, amount: int) -> dict[str, object]:
+    """Pay ``amount`` (a tool the cashier agent calls)."""
+    key = getattr(ctx, "side_effect_key", None)
+    assert isinstance(key, str)
+    return _send(key, amount)
+
+
+def _cashier(request: Any) -> Any:
+    answers = sum(1 for message in request.messages if message.role == "assistant")
+    if answers == 0:
+        return {"tool_calls": [{"id": "c_pay", "name": "pay", "arguments": {"amount": 9}}]}
+    return f"paid: {request.messages[-1].content}"
+
+
+def setup() -> Any:
+    """The cashier agent's scripted model and its side-effecting ``pay`` tool."""
+    from little_workflow.harness import ModelSlot, tool
+    from little_workflow.harness.models import scripted
+    from little_workflow.runtime import RuntimeSetup
+
+    return RuntimeSetup(
+        model_slots={"cashier": ModelSlot(provider=scripted(_cashier), model="cashier")},
+        tools=[tool(pay)],
+    )

@@ -253,3 +253,25 @@ def test_runs_stuck_lists_an_intent_left_without_outcome_until_the_resume(
     assert _cli(data, "resume", "run_st", env=env).returncode == 0
     listed = _cli(data, "runs", "--stuck", "--json", env=env)
     assert json.loads(listed.stdout) == []
+
+
+async def test_an_agents_side_effecting_tool_call_is_reconciled_after_a_kill(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    data = tmp_path / "data"
+    setup = ("--setup", "tests.runtime.side_effects.far_end:setup")
+    killed = _cli(
+        data, *setup, "run", str(HERE / "cashier.yaml"), "--run-id", "run_agent",
+        env={**env, "LW_TEST_KILL": "after_effect"},
+    )  # fmt: skip
+    assert killed.returncode == -9, killed.stderr
+    (request,) = _far_end(env)
+    key = request["key"]
+    assert isinstance(key, str)
+    assert key.endswith("c_pay]")  # <session>/<path of the call>, stable across processes
+    resumed = _cli(data, *setup, "resume", "run_agent", env=env)
+    assert resumed.returncode == 0, resumed.stderr
+    # The resume asked the hook; the service was called once in all, and the model got
+    # the charge the killed process made.
+    assert len(_far_end(env)) == 1
+    assert json.loads(resumed.stdout) == f"paid: {json.dumps({'charge': key, 'amount': 9})}"
