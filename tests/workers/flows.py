@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import os
 
-from little_workflow.runtime import StepContext
+from little_workflow.runtime import Happened, StepContext, side_effect
 
 
 def _count(ctx: StepContext) -> None:
@@ -34,3 +34,51 @@ def total(ctx: StepContext, values: list[int]) -> int:
     """The sum of the map's outputs."""
     _count(ctx)
     return sum(values)
+
+
+def _far_end() -> str:
+    """The far end: a directory holding one file per payment, named by its key."""
+    path = os.environ["LW_TEST_FAR_END"]
+    os.makedirs(path, exist_ok=True)
+    return path
+
+
+def _effect_path(key: str) -> str:
+    return os.path.join(_far_end(), key.replace("/", "~"))
+
+
+def _settled(key: str) -> int | None:
+    try:
+        with open(_effect_path(key), encoding="utf-8") as handle:
+            return int(handle.read())
+    except FileNotFoundError:
+        return None
+
+
+def _reconcile(key: str) -> Happened | None:
+    amount = _settled(key)
+    return None if amount is None else Happened({"key": key, "amount": amount})
+
+
+@side_effect(reconcile=_reconcile)
+def settle(ctx: StepContext, amount: int) -> dict[str, object]:
+    """Pay ``amount`` at the far end, which keeps one payment per key (as a payment API
+    with idempotency keys does): a repeated request is logged and changes nothing."""
+    key = ctx.side_effect_key
+    assert key is not None
+    log = os.open(
+        os.path.join(_far_end(), "requests.log"), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600
+    )
+    try:
+        os.write(log, f"{key}\n".encode())
+    finally:
+        os.close(log)
+    try:
+        fd = os.open(_effect_path(key), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return {"key": key, "amount": _settled(key)}
+    try:
+        os.write(fd, str(amount).encode())
+    finally:
+        os.close(fd)
+    return {"key": key, "amount": amount}

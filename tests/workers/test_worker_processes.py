@@ -1,11 +1,14 @@
 """Worker processes on the real PostgreSQL server, one killed and one paused past its lease.
 
-Three ``little-workflow worker`` processes (each with its own data directory, like three
-machines) drive 40 submitted map runs. While they work, one is SIGKILLed and another
-SIGSTOPped until its leases have lapsed and others have taken its runs over, then
-SIGCONTed. Afterwards: every run completed once with the right output, every step has
-one ``StepCompleted``, only steps in flight on the disrupted workers ran twice, and the
-revived worker dropped its runs (its late writes refused) without writing anything.
+Four ``little-workflow worker`` processes (each with its own data directory, like four
+machines) drive 200 submitted runs: a map fan-out, a sum, then a payment of the sum (a
+side-effecting step with a reconcile hook, counted at a "far end" keyed by its
+side-effect key). While they work, one is SIGKILLed and another SIGSTOPped until its
+leases have lapsed and others have taken its runs over, then SIGCONTed. Afterwards:
+every run completed once with the right output, every step has one ``StepCompleted``,
+only steps in flight on the disrupted workers ran twice, every payment reached the far
+end exactly once, and the revived worker dropped its runs (its late writes refused)
+without writing anything.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from little_workflow.runtime import Runtime
 pytestmark = [pytest.mark.postgres, pytest.mark.timeout(240)]
 
 REPO = Path(__file__).resolve().parents[2]
-FLOW = Path(__file__).with_name("fanout.yaml")
+FLOW = Path(__file__).with_name("fanout_pay.yaml")
 LEASE = 1.5
 CONCURRENCY = 3
 BRANCHES = 4  # the map's concurrency: steps one run may have in flight
@@ -83,19 +86,21 @@ async def _wait_for(condition: object, timeout: float) -> None:
 
 async def test_runs_survive_a_killed_and_a_paused_worker(postgres_url: str, tmp_path: Path) -> None:
     calls = tmp_path / "calls.txt"
+    far_end = tmp_path / "far_end"
     env = {
         **os.environ,
         "LW_TEST_CALLS": str(calls),
-        "LW_TEST_STEP_SECONDS": "0.15",
+        "LW_TEST_FAR_END": str(far_end),
+        "LW_TEST_STEP_SECONDS": "0.1",
         "PYTHONPATH": str(REPO),
     }
-    inputs = {f"run_{index:03d}": [index, index + 1, index + 2, index + 3] for index in range(40)}
+    inputs = {f"run_{index:03d}": [index, index + 1, index + 2, index + 3] for index in range(200)}
     async with Runtime(tmp_path / "submitter", store=postgres_url) as runtime:
         for run_id, items in inputs.items():
             await runtime.submit(FLOW, {"items": items}, run_id=run_id)
         workers = {
             name: _start_worker(postgres_url, tmp_path / name, name, env)
-            for name in ("w_killed", "w_paused", "w_steady")
+            for name in ("w_killed", "w_paused", "w_steady", "w_other")
         }
         try:
             # Disrupt each only once it holds runs with steps in flight.
@@ -130,7 +135,7 @@ async def test_runs_survive_a_killed_and_a_paused_worker(postgres_url: str, tmp_
                     process.send_signal(signal.SIGTERM)
         outputs = {name: process.communicate(timeout=30) for name, process in workers.items()}
         assert workers["w_killed"].returncode == -signal.SIGKILL
-        for name in ("w_paused", "w_steady"):
+        for name in ("w_paused", "w_steady", "w_other"):
             assert workers[name].returncode == 0, outputs[name][1].decode()
         paused_report = outputs["w_paused"][1].decode()
         found = re.search(r"stopped: .*; (\d+) lease\(s\) lost", paused_report)
@@ -141,9 +146,11 @@ async def test_runs_survive_a_killed_and_a_paused_worker(postgres_url: str, tmp_
         assert lost >= len(paused_runs), paused_report
 
         step_paths: dict[str, list[str]] = {}
+        paid: dict[str, int] = {}
         for run_id, items in inputs.items():
             state = await runtime.get_state(run_id)
             assert state.output == sum(item * item for item in items), run_id
+            paid[f"{run_id}/pay"] = sum(item * item for item in items)
             entry = await runtime.queue.get(run_id)
             assert entry is not None
             assert entry.outcome == "completed"
@@ -152,10 +159,23 @@ async def test_runs_survive_a_killed_and_a_paused_worker(postgres_url: str, tmp_
                 for record in await runtime.events.read(run_id)
                 if isinstance(record.event, StepCompleted)
             ]
-            # Each branch's step, the map itself and the sum: once each.
-            assert len(completed) == len(set(completed)) == len(items) + 2, run_id
-            step_paths[run_id] = [path for path in completed if path != "fan"]
+            # Each branch's step, the map itself, the sum and the payment: once each.
+            assert len(completed) == len(set(completed)) == len(items) + 3, run_id
+            step_paths[run_id] = [path for path in completed if path not in ("fan", "pay")]
 
+    # Every payment happened exactly once at the far end, with the run's amount, whatever
+    # worker died, paused or took over in between: the hook, asked on takeover, said
+    # whether it had happened; a paused worker's late request carried the same key, so
+    # the far end kept one payment.
+    effects = {
+        path.name.replace("~", "/"): int(path.read_text())
+        for path in far_end.iterdir()
+        if path.name != "requests.log"
+    }
+    assert effects == paid
+    requests = collections.Counter((far_end / "requests.log").read_text().splitlines())
+    assert set(requests) == set(paid)
+    repeated = sum(times - 1 for times in requests.values())
     counted = collections.Counter(calls.read_text().splitlines())
     expected = {f"{run_id}/{path}" for run_id, paths in step_paths.items() for path in paths}
     # Every committed step was called; no call outside the runs' steps.
@@ -165,7 +185,8 @@ async def test_runs_survive_a_killed_and_a_paused_worker(postgres_url: str, tmp_
     twice = [call for call, times in counted.items() if times > 1]
     print(
         f"paused worker held {len(paused_runs)} run(s), lost {lost} lease(s); "
-        f"{len(twice)} step call(s) ran twice of {sum(counted.values())}"
+        f"{len(twice)} step call(s) ran twice of {sum(counted.values())}; "
+        f"{repeated} payment request(s) repeated, none paid twice"
     )
     assert all(counted[call] == 2 for call in twice)
     assert len(twice) <= 2 * CONCURRENCY * BRANCHES, json.dumps(twice)
