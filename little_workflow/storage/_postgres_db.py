@@ -40,7 +40,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import select
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any, Final, LiteralString
 
 import psycopg
@@ -200,6 +200,22 @@ MIGRATIONS: Final[Sequence[LiteralString]] = (
 
 DEFAULT_MAX_CONNECTIONS: Final = 8
 DEFAULT_CONNECT_TIMEOUT: Final = 10.0
+#: libpq TCP settings for every connection, unless the URL sets its own. Without them a
+#: connection whose peer vanished (a network partition, a host gone) is noticed only by
+#: the OS defaults: a query waiting for its reply, after two hours of keepalive idle plus
+#: nine probes 75 s apart; a request never acknowledged, after ~15 minutes of
+#: retransmissions. With them: keepalive probes after 10 s of silence, 5 s apart, and
+#: the connection closed once data or probes go unacknowledged for 30 s, so a dead peer
+#: surfaces as StorageUnavailableError within about 30 s. A live server answers the
+#: probes, so a long query is not cut short. libpq ignores them on Unix-domain sockets
+#: and where the OS lacks the socket option.
+DEFAULT_TCP_SETTINGS: Final[Mapping[str, int]] = {
+    "keepalives": 1,
+    "keepalives_idle": 10,
+    "keepalives_interval": 5,
+    "keepalives_count": 3,
+    "tcp_user_timeout": 30_000,  # milliseconds
+}
 _APPLICATION_NAME: Final = "little-workflow"
 
 
@@ -314,6 +330,11 @@ class PostgresDatabase:
             connect_kwargs["connect_timeout"] = max(2, round(connect_timeout))
         if "application_name" not in params:
             connect_kwargs["application_name"] = _APPLICATION_NAME
+        # So that a worker cut off from the server does not wait on a dead connection
+        # for minutes or hours; settings in the URL win.
+        for name, value in DEFAULT_TCP_SETTINGS.items():
+            if name not in params:
+                connect_kwargs[name] = value
         schema = spec.schema
 
         async def configure(conn: AsyncConnection[TupleRow]) -> None:
