@@ -93,10 +93,23 @@ def side_effect(
     return mark if function is None else mark(function)
 
 
+#: ``id(target)`` -> ``(target, declaration)``: asked once per step run, and a missing
+#: attribute costs an exception inside ``getattr`` each time. The target is kept so that
+#: its id cannot be reused by another object while the entry lives.
+_DECLARED: dict[int, tuple[object, SideEffect | None]] = {}
+
+
 def declared_side_effect(target: object) -> SideEffect | None:
     """The ``@side_effect`` declaration of ``target`` (or of the function it wraps)."""
+    cached = _DECLARED.get(id(target))
+    if cached is not None and cached[0] is target:
+        return cached[1]
+    found: SideEffect | None = None
     for candidate in (target, getattr(target, "fn", None), getattr(target, "function", None)):
-        found = getattr(candidate, _ATTRIBUTE, None)
-        if isinstance(found, SideEffect):
-            return found
-    return None
+        declared = getattr(candidate, _ATTRIBUTE, None)
+        if isinstance(declared, SideEffect):
+            found = declared
+            break
+    if len(_DECLARED) < 10_000:
+        _DECLARED[id(target)] = (target, found)
+    return found
