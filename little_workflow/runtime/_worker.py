@@ -82,6 +82,8 @@ class Worker:
         self.poll_interval = poll_interval
         self.report = WorkerReport(worker_id=self.worker_id)
         self._running: dict[str, tuple[Fence, asyncio.Task[None]]] = {}
+        #: Fences whose lease a renewal found gone: their tasks were cancelled once.
+        self._lapsed: set[Fence] = set()
         self._stopping = asyncio.Event()
         self._wake = asyncio.Event()
 
@@ -98,19 +100,32 @@ class Worker:
             self.worker_id, host=socket.gethostname(), pid=os.getpid(), concurrency=self.concurrency
         )
         heartbeat = asyncio.create_task(self._heartbeat(queue), name="worker heartbeat")
+        failures = 0
         try:
             while not self._stopping.is_set():
                 if max_runs is not None and self._ended() >= max_runs:
                     break
                 free = self.concurrency - len(self._running)
+                pause = self.poll_interval
                 if free > 0:
-                    for claim in await queue.claim(
-                        self.worker_id, limit=free, lease_seconds=self.lease_seconds
-                    ):
+                    try:
+                        claims = await queue.claim(
+                            self.worker_id, limit=free, lease_seconds=self.lease_seconds
+                        )
+                    except LittleWorkflowError as exc:
+                        # The database is unreachable (a restart, a cut network): keep
+                        # the runs we drive, and try again, more slowly, until it is back.
+                        failures += 1
+                        pause = min(self.poll_interval * 2**failures, 5.0)
+                        _log.warning("worker %s: cannot claim runs: %s", self.worker_id, exc)
+                        claims = []
+                    else:
+                        failures = 0
+                    for claim in claims:
                         self._start(queue, claim)
                 self._wake.clear()
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), self.poll_interval)
+                    await asyncio.wait_for(self._wake.wait(), pause)
         finally:
             heartbeat.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -149,7 +164,7 @@ class Worker:
             self.report.leases_lost += 1
             _log.warning("worker %s: lost the lease on run %s", self.worker_id, claim.run_id)
         except asyncio.CancelledError:
-            if not self._stopping.is_set():
+            if fence in self._lapsed:
                 self.report.leases_lost += 1  # cancelled by the heartbeat: lease gone
             raise
         except Exception:
@@ -157,6 +172,7 @@ class Worker:
             _log.exception("worker %s: run %s ended in an error", self.worker_id, claim.run_id)
         finally:
             self._running.pop(claim.run_id, None)
+            self._lapsed.discard(fence)
             self._wake.set()
 
     async def _heartbeat(self, queue: RunQueue) -> None:
@@ -173,9 +189,10 @@ class Worker:
                 _log.warning("worker %s: could not renew its leases", self.worker_id)
                 continue
             for fence in held:
-                if fence.run_id not in renewed:
+                if fence.run_id not in renewed and fence not in self._lapsed:
                     entry = self._running.get(fence.run_id)
                     if entry is not None and entry[0] == fence:
+                        self._lapsed.add(fence)
                         _log.warning(
                             "worker %s: the lease on run %s lapsed; dropping it",
                             self.worker_id,
@@ -188,8 +205,11 @@ class Worker:
         for _, task in running:
             task.cancel()
         for fence, task in running:
+            lapsed = fence in self._lapsed
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
+            if lapsed:
+                continue  # counted as lost by its task; nothing to give back
             with contextlib.suppress(LittleWorkflowError):
                 if await queue.release(fence):
                     self.report.released += 1
