@@ -465,7 +465,9 @@ class RunExecution:
             record = self.state.steps.get(path)
             attempt = (record.attempts if record else 0) + 1
             failures = record.failures if record else 0
-            fixes = fixer_decisions(self.state, path)
+            # Only a step with a fixer can have fixer decisions: the lookup walks every
+            # session of the run, so a plain step skips it.
+            fixes = fixer_decisions(self.state, path) if getattr(step, "fixer", None) else []
             current = arguments
             if fixes and fixes[-1].get("action") == "retry":
                 corrected = fixes[-1].get("with")
