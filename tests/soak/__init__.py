@@ -1,0 +1,1 @@
+"""Soak runs, on demand only: ``python -m tests.soak`` (see ``__main__``)."""
