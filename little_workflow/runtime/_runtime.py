@@ -52,6 +52,7 @@ from little_workflow.runtime._cancel import (
     write_request,
 )
 from little_workflow.runtime._datadir import DataDir
+from little_workflow.runtime._distributed import run_child_on_queue
 from little_workflow.runtime._execution import RunExecution
 from little_workflow.runtime._faults import CrashAfterEvents, FaultPoints
 from little_workflow.runtime._fork import SAME_INPUT, fork_hint, fork_run
@@ -69,6 +70,7 @@ from little_workflow.runtime._sessions import session_manifest, step_at, unfinis
 from little_workflow.runtime._state import RunState, fold
 from little_workflow.runtime._stuck import StuckRun, find_stuck_runs
 from little_workflow.runtime._tally import counting
+from little_workflow.runtime._worker import current_worker
 from little_workflow.runtime._workflows import WorkflowCatalog, WorkflowVersion
 from little_workflow.storage import (
     DEFAULT_INLINE_BYTES,
@@ -779,8 +781,24 @@ class Runtime:
         parent_step_path: str,
         retry_failed: bool = False,
     ) -> JsonValue:
-        """Start or continue a sub-run (used by ``workflow`` steps); return its output."""
+        """Start or continue a sub-run (used by ``workflow`` steps); return its output.
+
+        Under a worker, the sub-run is queued for any worker (``runtime/_distributed.py``).
+        """
         self.check_callables(version)
+        worker = current_worker()
+        queue = self._require().queue
+        if worker is not None and queue is not None and not retry_failed:
+            return await run_child_on_queue(
+                self,
+                worker,
+                queue,
+                version,
+                input,
+                run_id=run_id,
+                parent_run_id=parent_run_id,
+                parent_step_path=parent_step_path,
+            )
         async with self._locked(run_id, shared=False):
             result = await self._start_or_continue(
                 version, input, run_id, parent_run_id, parent_step_path, retry_failed=retry_failed

@@ -26,6 +26,7 @@ import contextlib
 import logging
 import os
 import socket
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -36,9 +37,16 @@ from little_workflow.storage import Claim, Fence, RunQueue
 if TYPE_CHECKING:
     from little_workflow.runtime._runtime import Runtime
 
-__all__ = ["Worker", "WorkerReport"]
+__all__ = ["Worker", "WorkerReport", "current_worker"]
 
 _log = logging.getLogger("little_workflow.worker")
+
+_worker: ContextVar[Worker | None] = ContextVar("little_workflow_worker", default=None)
+
+
+def current_worker() -> Worker | None:
+    """The worker driving the run this task belongs to, if any (sub-runs ask it)."""
+    return _worker.get()
 
 
 @dataclass(slots=True)
@@ -84,6 +92,8 @@ class Worker:
         self._running: dict[str, tuple[Fence, asyncio.Task[None]]] = {}
         #: Fences whose lease a renewal found gone: their tasks were cancelled once.
         self._lapsed: set[Fence] = set()
+        #: Leases held for sub-runs a run of ours drives itself (``hold``): renewed too.
+        self._extra: set[Fence] = set()
         self._stopping = asyncio.Event()
         self._wake = asyncio.Event()
 
@@ -142,12 +152,21 @@ class Worker:
         report = self.report
         return sum(report.finished.values()) + report.leases_lost + report.errors
 
+    def hold(self, fence: Fence) -> None:
+        """Keep renewing ``fence`` (a sub-run a run of ours claimed to drive itself)."""
+        self._extra.add(fence)
+
+    def drop(self, fence: Fence) -> None:
+        """Stop renewing ``fence``."""
+        self._extra.discard(fence)
+
     def _start(self, queue: RunQueue, claim: Claim) -> None:
         task = asyncio.create_task(self._drive(queue, claim), name=f"worker run {claim.run_id}")
         self._running[claim.run_id] = (claim.fence, task)
 
     async def _drive(self, queue: RunQueue, claim: Claim) -> None:
         fence = claim.fence
+        _worker.set(self)  # this task's context: the run's sub-runs find their worker
         try:
             try:
                 result = await self.runtime.execute_claim(claim)
@@ -180,7 +199,9 @@ class Worker:
         while True:
             await asyncio.sleep(interval)
             try:
-                held = [fence for fence, _ in self._running.values()]
+                held = [fence for fence, _ in self._running.values()] + sorted(
+                    self._extra, key=lambda fence: fence.token
+                )
                 renewed = await queue.renew(self.worker_id, held, lease_seconds=self.lease_seconds)
                 await queue.heartbeat_worker(self.worker_id)
             except LittleWorkflowError:

@@ -133,6 +133,9 @@ MIGRATIONS: Final[Sequence[LiteralString]] = (
         run_id text COLLATE "C" PRIMARY KEY,
         state text NOT NULL CHECK (state IN ('queued', 'leased', 'done')),
         submitted_at double precision NOT NULL,
+        -- Set for a sub-run a worker's run handed to the queue: claimed before the
+        -- backlog, since a parent is waiting for it.
+        parent_run_id text COLLATE "C",
         worker_id text,
         lease_token bigint,
         lease_expires_at double precision,
@@ -140,7 +143,8 @@ MIGRATIONS: Final[Sequence[LiteralString]] = (
         finished_at double precision,
         outcome text
     );
-    CREATE INDEX run_queue_queued_idx ON run_queue (submitted_at) WHERE state = 'queued';
+    CREATE INDEX run_queue_queued_idx ON run_queue ((parent_run_id IS NULL), submitted_at)
+        WHERE state = 'queued';
     CREATE INDEX run_queue_leased_idx ON run_queue (lease_expires_at) WHERE state = 'leased';
     CREATE TABLE workers (
         worker_id text COLLATE "C" PRIMARY KEY,

@@ -75,8 +75,18 @@ class WorkerInfo:
 class RunQueue(Protocol):
     """Where submitted runs wait for a worker. See the module docstring."""
 
-    async def submit(self, run_id: str) -> bool:
-        """Queue ``run_id``; ``False`` if it was submitted before (nothing changes)."""
+    async def submit(self, run_id: str, *, parent_run_id: str | None = None) -> bool:
+        """Queue ``run_id``; ``False`` if it was submitted before (nothing changes).
+
+        A sub-run handed to the queue by a worker's run names its parent: such runs are
+        claimed before the backlog, since a parent is waiting for them.
+        """
+        ...
+
+    async def claim_run(
+        self, run_id: str, worker_id: str, *, lease_seconds: float
+    ) -> Claim | None:
+        """Claim ``run_id`` itself if nobody holds it; ``None`` if someone does or it is done."""
         ...
 
     async def claim(self, worker_id: str, *, limit: int, lease_seconds: float) -> list[Claim]:

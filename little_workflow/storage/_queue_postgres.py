@@ -22,7 +22,8 @@ __all__ = ["PostgresRunQueue"]
 _NOW: Final = "extract(epoch FROM clock_timestamp())::double precision"
 
 _SUBMIT: Final = f"""
-INSERT INTO run_queue (run_id, state, submitted_at) VALUES (%s, 'queued', {_NOW})
+INSERT INTO run_queue (run_id, state, submitted_at, parent_run_id)
+VALUES (%s, 'queued', {_NOW}, %s)
 ON CONFLICT (run_id) DO NOTHING
 """
 # Queued runs first (oldest first), then runs whose lease expired: a run abandoned by a
@@ -31,14 +32,14 @@ ON CONFLICT (run_id) DO NOTHING
 _CLAIM: Final = f"""
 WITH ready AS (
     SELECT run_id FROM (
-        (SELECT run_id, submitted_at FROM run_queue WHERE state = 'queued'
-         ORDER BY submitted_at LIMIT %(limit)s)
+        (SELECT run_id, submitted_at, parent_run_id FROM run_queue WHERE state = 'queued'
+         ORDER BY (parent_run_id IS NULL), submitted_at LIMIT %(limit)s)
         UNION ALL
-        (SELECT run_id, submitted_at FROM run_queue
+        (SELECT run_id, submitted_at, parent_run_id FROM run_queue
          WHERE state = 'leased' AND lease_expires_at < {_NOW}
          ORDER BY lease_expires_at LIMIT %(limit)s)
     ) candidates
-    ORDER BY submitted_at
+    ORDER BY (parent_run_id IS NULL), submitted_at
     LIMIT %(limit)s
 ), locked AS (
     SELECT q.run_id FROM run_queue q JOIN ready USING (run_id)
@@ -52,6 +53,22 @@ UPDATE run_queue q SET
     lease_expires_at = {_NOW} + %(seconds)s,
     attempts = q.attempts + 1
 FROM locked WHERE q.run_id = locked.run_id
+RETURNING q.run_id, q.lease_token, q.attempts, q.lease_expires_at
+"""
+# One named run, if nobody holds it: a worker waiting for its sub-run drives it itself
+# rather than wait for a free worker (which, with every slot waiting, might never come).
+_CLAIM_ONE: Final = f"""
+UPDATE run_queue q SET
+    state = 'leased',
+    worker_id = %(worker)s,
+    lease_token = nextval('lease_tokens'),
+    lease_expires_at = {_NOW} + %(seconds)s,
+    attempts = q.attempts + 1
+FROM (SELECT run_id FROM run_queue
+      WHERE run_id = %(run_id)s
+        AND (state = 'queued' OR (state = 'leased' AND lease_expires_at < {_NOW}))
+      FOR UPDATE SKIP LOCKED) free
+WHERE q.run_id = free.run_id
 RETURNING q.run_id, q.lease_token, q.attempts, q.lease_expires_at
 """
 _RENEW: Final = f"""
@@ -141,13 +158,32 @@ class PostgresRunQueue:
     def __init__(self, database: PostgresDatabase) -> None:
         self._database = database
 
-    async def submit(self, run_id: str) -> bool:
+    async def submit(self, run_id: str, *, parent_run_id: str | None = None) -> bool:
         """Queue ``run_id``; ``False`` if it was submitted before."""
         validate_id(run_id, what="run id")
         doing = f"submit run {run_id!r}"
         async with self._database.connection(doing) as conn:
-            cursor = await conn.execute(_SUBMIT, [run_id])
+            cursor = await conn.execute(_SUBMIT, [run_id, parent_run_id])
             return cursor.rowcount == 1
+
+    async def claim_run(
+        self, run_id: str, worker_id: str, *, lease_seconds: float
+    ) -> Claim | None:
+        """Claim ``run_id`` itself if nobody holds it (queued, or its lease expired)."""
+        doing = f"claim run {run_id!r} for worker {worker_id!r}"
+        async with self._database.connection(doing) as conn:
+            cursor = await conn.execute(
+                _CLAIM_ONE, {"run_id": run_id, "worker": worker_id, "seconds": lease_seconds}
+            )
+            row = await cursor.fetchone()
+        if row is None:
+            return None
+        _, token, attempts, expires = row
+        return Claim(
+            fence=Fence(run_id=run_id, token=int(token)),
+            attempts=int(attempts),
+            expires_at=float(expires),
+        )
 
     async def claim(self, worker_id: str, *, limit: int, lease_seconds: float) -> list[Claim]:
         """Up to ``limit`` ready runs, each under a new lease for ``worker_id``."""

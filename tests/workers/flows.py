@@ -82,3 +82,17 @@ def settle(ctx: StepContext, amount: int) -> dict[str, object]:
     finally:
         os.close(fd)
     return {"key": key, "amount": amount}
+
+
+async def where(ctx: StepContext, index: int) -> int:
+    """index², noting which process ran it (``LW_TEST_PIDS``: ``<run id> <pid>`` lines)."""
+    await asyncio.sleep(float(os.environ.get("LW_TEST_STEP_SECONDS", "0.05")))
+    _count(ctx)
+    path = os.environ.get("LW_TEST_PIDS")
+    if path:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
+            os.write(fd, f"{ctx.run_id} {os.getpid()}\n".encode())
+        finally:
+            os.close(fd)
+    return index * index

@@ -185,3 +185,32 @@ async def test_runs_stuck_lists_a_run_whose_worker_lease_expired(
     assert [(item["runId"], item["reason"], item["workerId"]) for item in found] == [
         ("run_orphan", "lease_expired", "w_dead")
     ]
+
+
+async def test_a_lone_worker_with_one_slot_drives_the_sub_runs_it_queued(
+    postgres_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls = tmp_path / "calls.txt"
+    monkeypatch.setenv("LW_TEST_CALLS", str(calls))
+    monkeypatch.setenv("LW_TEST_STEP_SECONDS", "0.01")
+    spread = Path(__file__).with_name("spread.yaml")
+    async with Runtime(tmp_path / "a", store=postgres_url) as host:
+        await host.submit(spread, {"items": [1, 2, 3, 4]}, run_id="run_spread")
+        worker = Worker(host, concurrency=1, lease_seconds=10, poll_interval=0.02)
+        report = await asyncio.wait_for(worker.run(max_runs=1), 60)
+        assert report.finished == {"completed": 1}
+        assert (await host.get_state("run_spread")).output == [1, 4, 9, 16]
+        state = await host.get_state("run_spread")
+        children = [record.sub_run_id for record in state.steps.values() if record.sub_run_id]
+        assert len(children) == 4
+        for child in children:
+            assert child is not None
+            entry = await host.queue.get(child)
+            assert entry is not None
+            # Queued for any worker, then driven by the parent's own (nobody else came).
+            assert (entry.state, entry.outcome, entry.worker_id) == (
+                "done",
+                "completed",
+                worker.worker_id,
+            )
+    assert sum(calls_of(calls).values()) == 4

@@ -204,3 +204,52 @@ def test_a_worker_stopped_while_it_starts_exits_cleanly(postgres_url: str, tmp_p
     stderr = first + rest
     assert process.returncode == 0, stderr.decode()
     assert "worker w_early stopped" in stderr.decode()
+
+
+async def test_a_maps_sub_runs_spread_over_the_workers(postgres_url: str, tmp_path: Path) -> None:
+    calls = tmp_path / "calls.txt"
+    pids = tmp_path / "pids.txt"
+    env = {
+        **os.environ,
+        "LW_TEST_CALLS": str(calls),
+        "LW_TEST_PIDS": str(pids),
+        "LW_TEST_STEP_SECONDS": "0.2",
+        "PYTHONPATH": str(REPO),
+    }
+    spread = Path(__file__).with_name("spread.yaml")
+    inputs = {f"run_s{index}": [index * 10 + item for item in range(8)] for index in range(3)}
+    async with Runtime(tmp_path / "submitter", store=postgres_url) as runtime:
+        workers = {
+            name: _start_worker(postgres_url, tmp_path / name, name, env)
+            for name in ("w_a", "w_b", "w_c")
+        }
+        try:
+            # Every worker up before the runs arrive, so each can take a share.
+            async def registered() -> bool:
+                found = {info.worker_id for info in await runtime.queue.workers()}
+                return found >= set(workers)
+
+            await _wait_for(registered, 60)
+            for run_id, items in inputs.items():
+                await runtime.submit(spread, {"items": items}, run_id=run_id)
+
+            async def all_done() -> bool:
+                entries = [await runtime.queue.get(run_id) for run_id in inputs]
+                return all(entry is not None and entry.state == "done" for entry in entries)
+
+            await _wait_for(all_done, 120)
+        finally:
+            for process in workers.values():
+                process.send_signal(signal.SIGTERM)
+        for name, process in workers.items():
+            _, stderr = process.communicate(timeout=30)
+            assert process.returncode == 0, (name, stderr.decode())
+        for run_id, items in inputs.items():
+            assert (await runtime.get_state(run_id)).output == [item * item for item in items]
+    # 24 sub-runs, each run once, by more than one worker process.
+    counted = collections.Counter(calls.read_text().splitlines())
+    assert len(counted) == 24
+    assert set(counted.values()) == {1}
+    ran_in = {line.split(" ")[1] for line in pids.read_text().splitlines()}
+    assert len(ran_in) >= 2, ran_in
+    print(f"24 sub-runs ran in {len(ran_in)} worker process(es)")
