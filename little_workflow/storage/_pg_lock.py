@@ -4,8 +4,9 @@ File locks (``durable/_locks.py``) are per machine. When the store is PostgreSQL
 processes on two machines may ``resume`` the same run; this lock makes the second wait
 (or give up with ``LockTimeoutError``), as a file lock does on one machine. It is a
 session-level advisory lock (``pg_try_advisory_lock``) held on one pooled connection for
-as long as the run is driven: the server releases it when that connection ends, however
-the process ends, so a killed holder frees it at once.
+as long as the run is driven (one connection holds all of a process's run locks): the
+server releases it when that connection ends, however the process ends, so a killed
+holder frees it at once.
 
 What it does not do is fence: a holder cut off from the server loses the lock with its
 connection while it may still be running. Its next append then fails (its connection is
@@ -23,6 +24,7 @@ import asyncio
 import contextlib
 import hashlib
 import time
+import weakref
 
 import psycopg
 from psycopg import AsyncConnection
@@ -49,6 +51,84 @@ def lock_key(schema: str, run_id: str) -> int:
     return int.from_bytes(digest[:8], "big", signed=True)
 
 
+class _LockSession:
+    """One pooled connection holding every run lock this process holds on one database.
+
+    Advisory locks belong to a session, and one session can hold any number of them, so
+    a process driving many runs at once needs one connection for all their locks, not
+    one each (which drained the pool: the soak in docs/faults.md). The connection is
+    taken when the first lock is and given back when the last goes.
+    """
+
+    def __init__(self, database: PostgresDatabase) -> None:
+        self._database = database
+        self._mutex = asyncio.Lock()
+        self._stack: contextlib.AsyncExitStack | None = None
+        self._conn: AsyncConnection[TupleRow] | None = None
+        self._held: dict[int, int] = {}
+
+    async def try_lock(self, key: int, doing: str) -> bool:
+        async with self._mutex:
+            conn = await self._connection(doing)
+            try:
+                cursor = await conn.execute("SELECT pg_try_advisory_lock(%s)", [key])
+                row = await cursor.fetchone()
+            except BaseException as exc:
+                await self._close(exc)
+                raise
+            if row is not None and row[0]:
+                self._held[key] = self._held.get(key, 0) + 1
+                return True
+            if not self._held:
+                await self._close(None)
+            return False
+
+    async def unlock(self, key: int) -> None:
+        async with self._mutex:
+            count = self._held.pop(key, 0)
+            if count == 0 or self._conn is None:
+                return
+            if count > 1:
+                self._held[key] = count - 1
+            with contextlib.suppress(psycopg.Error, OSError):
+                await self._conn.execute("SELECT pg_advisory_unlock(%s)", [key])
+            if not self._held:
+                await self._close(None)
+
+    async def _connection(self, doing: str) -> AsyncConnection[TupleRow]:
+        if self._conn is not None and not self._conn.closed:
+            return self._conn
+        self._held.clear()  # a connection that ended took its locks with it
+        stack = contextlib.AsyncExitStack()
+        self._conn = await stack.enter_async_context(self._database.connection(doing))
+        self._stack = stack
+        return self._conn
+
+    async def _close(self, exc: BaseException | None) -> None:
+        stack, conn = self._stack, self._conn
+        self._stack = self._conn = None
+        if stack is None:
+            return
+        if conn is not None and exc is None:
+            # Back to the pool without locks: a pooled connection keeps its session.
+            with contextlib.suppress(psycopg.Error, OSError):
+                await conn.execute("SELECT pg_advisory_unlock_all()")
+        if exc is None:
+            await stack.aclose()
+        elif not await stack.__aexit__(type(exc), exc, exc.__traceback__):
+            return  # the caller re-raises; a driver error was translated on the way
+
+
+_SESSIONS: weakref.WeakKeyDictionary[PostgresDatabase, _LockSession] = weakref.WeakKeyDictionary()
+
+
+def _session(database: PostgresDatabase) -> _LockSession:
+    session = _SESSIONS.get(database)
+    if session is None:
+        session = _SESSIONS[database] = _LockSession(database)
+    return session
+
+
 class PostgresRunLock:
     """An exclusive lock on one run of a PostgreSQL store; see the module docstring."""
 
@@ -57,33 +137,19 @@ class PostgresRunLock:
         self.run_id = run_id
         self.purpose = purpose
         self.key = lock_key(database.schema, run_id)
-        self._stack: contextlib.AsyncExitStack | None = None
-        self._conn: AsyncConnection[TupleRow] | None = None
+        self._held = False
 
     @property
     def held(self) -> bool:
         """Whether this object holds the lock."""
-        return self._conn is not None
+        return self._held
 
     async def try_acquire(self) -> bool:
         """Take the lock if it is free; never waits."""
-        if self._conn is not None:
+        if self._held:
             raise RuntimeError(f"{self.purpose}: the lock is already held by this object")
-        stack = contextlib.AsyncExitStack()
-        conn = await stack.enter_async_context(self._database.connection(f"lock {self.purpose}"))
-        try:
-            cursor = await conn.execute("SELECT pg_try_advisory_lock(%s)", [self.key])
-            row = await cursor.fetchone()
-        except BaseException as exc:
-            # Through the connection's context: a driver error comes out typed.
-            if not await stack.__aexit__(type(exc), exc, exc.__traceback__):
-                raise
-            raise  # pragma: no cover - the context never swallows an error
-        if row is None or not row[0]:
-            await stack.aclose()
-            return False
-        self._stack, self._conn = stack, conn
-        return True
+        self._held = await _session(self._database).try_lock(self.key, f"lock {self.purpose}")
+        return self._held
 
     async def acquire(self, *, timeout: float | None = None, poll: float = 0.02) -> None:
         """Wait until the lock is free and take it; ``LockTimeoutError`` after ``timeout``."""
@@ -110,15 +176,7 @@ class PostgresRunLock:
         return f"a session of {application or 'a client'} on {host} (server pid {pid})"
 
     async def release(self) -> None:
-        """Release the lock and give its connection back. Idempotent."""
-        stack, conn = self._stack, self._conn
-        self._stack = self._conn = None
-        if stack is None or conn is None:
-            return
-        try:
-            # Unlock before the connection goes back to the pool: a pooled connection
-            # keeps its session, advisory locks included.
-            with contextlib.suppress(psycopg.Error, OSError):
-                await conn.execute("SELECT pg_advisory_unlock_all()")
-        finally:
-            await stack.aclose()
+        """Release the lock. Idempotent."""
+        if self._held:
+            self._held = False
+            await _session(self._database).unlock(self.key)

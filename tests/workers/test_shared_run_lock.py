@@ -102,3 +102,19 @@ async def test_cancel_from_another_host_is_left_to_the_host_driving_the_run(
         events = [record.event for record in await host_b.events.read("run_c")]
         assert sum(isinstance(event, RunCancelled) for event in events) == 1
     assert json.dumps(outcome.run_id) == '"run_c"'
+
+
+async def test_many_runs_at_once_share_one_connection_for_their_locks(
+    postgres_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("LW_TEST_STEP_SECONDS", "0.05")
+    async with Runtime(tmp_path / "a", store=postgres_url, lock_timeout=20) as host:
+        # Twice as many runs at once as the pool has connections (8): with a connection
+        # per lock, the locks alone would take the pool and the appends would wait on it.
+        results = await asyncio.wait_for(
+            asyncio.gather(
+                *(host.run(FLOW, {"items": [i, i + 1]}, run_id=f"run_{i:02d}") for i in range(16))
+            ),
+            60,
+        )
+    assert [result.output for result in results] == [i * i + (i + 1) ** 2 for i in range(16)]
