@@ -92,6 +92,8 @@ class Worker:
         self._running: dict[str, tuple[Fence, asyncio.Task[None]]] = {}
         #: Fences whose lease a renewal found gone: their tasks were cancelled once.
         self._lapsed: set[Fence] = set()
+        #: Tasks of lapsed leases, cancelled and still unwinding (their slots are free).
+        self._draining: dict[Fence, asyncio.Task[None]] = {}
         #: Leases held for sub-runs a run of ours drives itself (``hold``): renewed too.
         self._extra: set[Fence] = set()
         self._stopping = asyncio.Event()
@@ -190,7 +192,10 @@ class Worker:
             self.report.errors += 1
             _log.exception("worker %s: run %s ended in an error", self.worker_id, claim.run_id)
         finally:
-            self._running.pop(claim.run_id, None)
+            entry = self._running.get(claim.run_id)
+            if entry is not None and entry[0] == fence:
+                del self._running[claim.run_id]
+            self._draining.pop(fence, None)
             self._lapsed.discard(fence)
             self._wake.set()
 
@@ -220,9 +225,15 @@ class Worker:
                             fence.run_id,
                         )
                         entry[1].cancel()
+                        # Its slot is free now: the task may take a while to unwind (a
+                        # query on a connection that died with the network), and
+                        # nothing it does can be committed any more.
+                        del self._running[fence.run_id]
+                        self._draining[fence] = entry[1]
+                        self._wake.set()
 
     async def _release_all(self, queue: RunQueue) -> None:
-        running = list(self._running.values())
+        running = list(self._running.values()) + list(self._draining.items())
         for _, task in running:
             task.cancel()
         for fence, task in running:
