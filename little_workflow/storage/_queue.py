@@ -83,9 +83,7 @@ class RunQueue(Protocol):
         """
         ...
 
-    async def claim_run(
-        self, run_id: str, worker_id: str, *, lease_seconds: float
-    ) -> Claim | None:
+    async def claim_run(self, run_id: str, worker_id: str, *, lease_seconds: float) -> Claim | None:
         """Claim ``run_id`` itself if nobody holds it; ``None`` if someone does or it is done."""
         ...
 

@@ -166,9 +166,7 @@ class PostgresRunQueue:
             cursor = await conn.execute(_SUBMIT, [run_id, parent_run_id])
             return cursor.rowcount == 1
 
-    async def claim_run(
-        self, run_id: str, worker_id: str, *, lease_seconds: float
-    ) -> Claim | None:
+    async def claim_run(self, run_id: str, worker_id: str, *, lease_seconds: float) -> Claim | None:
         """Claim ``run_id`` itself if nobody holds it (queued, or its lease expired)."""
         doing = f"claim run {run_id!r} for worker {worker_id!r}"
         async with self._database.connection(doing) as conn:
