@@ -705,37 +705,53 @@ class RunExecution:
             return f"attempt[{attempt}]"
 
         outbox = self._outbox(step, site, scope, tool)
+        # The tool's redaction rule (harness/_redaction.py) applies to what a tool step
+        # stores, as to an agent's call: the tool gets the real arguments, and the steps
+        # after it the real result while the run lives; after a restart they read the
+        # stored, redacted form (docs/harness.md).
+        redactor = None
+        if tool.redaction is not None and not tool.redaction.is_empty:
+            from little_workflow.harness._redaction import Redactor
+
+            redactor = Redactor({step.tool: tool.redaction})
 
         def call(attempt: int, current: Arguments) -> Awaitable[Any]:
             return tool.invoke(current or {}, ctx=self._context(step, site, attempt, outbox))
 
         def started(attempt: int, current: Arguments) -> list[Event]:
+            stored: JsonValue = current
+            if redactor is not None:
+                stored = redactor.arguments(step.tool, current)
             return [
                 HarnessToolCallStarted(
                     session_id=path,
                     call_id=call_id(attempt),
                     tool_name=step.tool,
-                    arguments=current,
+                    arguments=stored if isinstance(stored, dict) else current,
                 )
             ]
 
         def failed(attempt: int, exc: BaseException) -> list[Event]:
+            message: JsonValue = str(exc)
+            if redactor is not None:
+                message = redactor.scrub(message)
             return [
                 HarnessToolCallFailed(
                     session_id=path,
                     call_id=call_id(attempt),
                     error_code=_error_names(exc)[0],
-                    message=str(exc),
+                    message=str(message),
                 )
             ]
 
         result, attempt = await self._attempts(
             step, site, call, arguments=arguments, started=started, failed=failed, outbox=outbox
         )
+        stored = result if redactor is None else redactor.result(step.tool, result)
         await self.append(
             [
-                HarnessToolCallSucceeded(session_id=path, call_id=call_id(attempt), result=result),
-                self._completed(step, site, result),
+                HarnessToolCallSucceeded(session_id=path, call_id=call_id(attempt), result=stored),
+                self._completed(step, site, stored),
             ],
             sync=True,
         )

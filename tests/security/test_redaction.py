@@ -191,3 +191,32 @@ async def test_after_a_restart_a_redacted_argument_is_never_sent(tmp_path: Path)
     # Called once, live, with the real password; never with the placeholder.
     assert service.received == [{"user": "ada", "password": service.password}]
     assert _secrets_in(tmp_path / "checkpoints", service) == []
+
+
+def greet(login: dict[str, Any]) -> str:
+    """The step after the login: proves it got the real session while the run lived."""
+    return f"hello {login['user']}, session of {len(str(login['session']))} characters"
+
+
+async def test_a_tool_step_stores_no_redacted_value(tmp_path: Path) -> None:
+    service = Service()
+    flow = FLOW.with_name("login_step.yaml")
+    async with Runtime(tmp_path / "data", tools=[service.tool]) as runtime:
+        # The password is part of the run's input here, which is stored as given: what
+        # is checked is what the tool step itself stores.
+        result = await runtime.run(
+            flow, {"user": "alice", "password": service.password}, run_id="run_step"
+        )
+        events = [record.event for record in await runtime.events.read("run_step")]
+    assert service.received == [{"user": "alice", "password": service.password}]
+    # The next step got the real session live (its length, not the placeholder's).
+    assert result.output == f"hello alice, session of {len(service.session)} characters"
+    started = [e for e in events if type(e).__name__ == "HarnessToolCallStarted"]
+    assert [e.arguments["password"] for e in started] == [REDACTED]
+    completed = [
+        e for e in events if type(e).__name__ == "StepCompleted" and e.step_path == "login"
+    ]
+    assert completed[0].output["session"] == REDACTED
+    # Nothing stored holds the session; the password only in the run's input.
+    found = [item for item in _secrets_in(tmp_path / "data", service) if "session" in item]
+    assert found == []
