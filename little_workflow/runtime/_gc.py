@@ -485,7 +485,11 @@ class _Collection:
         await self._remove_leftovers(members)
 
     async def _remove_leftovers(self, run_ids: Iterable[str]) -> None:
-        """Scratch directories and key-value records of deleted runs."""
+        """Scratch directories, key-value records and queue rows of deleted runs."""
+        run_ids = list(run_ids)
+        queue = self.runtime._require().queue
+        if queue is not None:
+            await queue.forget(run_ids)
         for run_id in run_ids:
             directory = self.runtime.data_dir.run_dir(run_id)
             try:

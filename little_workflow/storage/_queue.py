@@ -124,6 +124,13 @@ class RunQueue(Protocol):
         """The run's queue row, or ``None`` if it was never submitted."""
         ...
 
+    async def forget(self, run_ids: Sequence[str]) -> int:
+        """Delete the rows of these runs that are done (``gc``); how many were deleted.
+
+        A queued or leased row is never deleted: its run is not finished.
+        """
+        ...
+
     async def register_worker(
         self, worker_id: str, *, host: str, pid: int, concurrency: int
     ) -> None:

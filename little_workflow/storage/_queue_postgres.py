@@ -102,6 +102,7 @@ FROM (SELECT run_id FROM run_queue
       FOR UPDATE SKIP LOCKED) free
 WHERE q.run_id = free.run_id
 """
+_FORGET: Final = "DELETE FROM run_queue WHERE run_id = ANY(%s::text[]) AND state = 'done'"
 _COLUMNS: Final = (
     "run_id, state, submitted_at, worker_id, lease_token, lease_expires_at, attempts, "
     "finished_at, outcome"
@@ -260,6 +261,16 @@ class PostgresRunQueue:
             cursor = await conn.execute(_GET, [run_id])
             row = await cursor.fetchone()
         return None if row is None else _entry(row)
+
+    async def forget(self, run_ids: Sequence[str]) -> int:
+        """Delete the done rows of these runs."""
+        wanted = [validate_id(run_id, what="run id") for run_id in run_ids]
+        if not wanted:
+            return 0
+        doing = f"forget {len(wanted)} run(s) in the queue"
+        async with self._database.connection(doing) as conn:
+            cursor = await conn.execute(_FORGET, [wanted])
+            return max(cursor.rowcount, 0)
 
     async def expired(self) -> list[QueueEntry]:
         """Leased runs whose lease has expired."""

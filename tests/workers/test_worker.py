@@ -214,3 +214,22 @@ async def test_a_lone_worker_with_one_slot_drives_the_sub_runs_it_queued(
                 worker.worker_id,
             )
     assert sum(calls_of(calls).values()) == 4
+
+
+async def test_gc_deletes_a_finished_runs_queue_row_and_keeps_a_queued_one(
+    postgres_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from datetime import timedelta
+
+    monkeypatch.setenv("LW_TEST_STEP_SECONDS", "0.01")
+    async with Runtime(tmp_path / "a", store=postgres_url) as host:
+        await host.submit(FLOW, {"items": [1]}, run_id="run_old")
+        worker = Worker(host, concurrency=1, lease_seconds=10, poll_interval=0.02)
+        assert (await asyncio.wait_for(worker.run(max_runs=1), 30)).finished == {"completed": 1}
+        await host.submit(FLOW, {"items": [2]}, run_id="run_waiting")
+        report = await host.gc(timedelta(0))
+        assert "run_old" in report.runs_deleted
+        assert await host.queue.get("run_old") is None
+        entry = await host.queue.get("run_waiting")
+        assert entry is not None
+        assert entry.state == "queued"
