@@ -10,7 +10,6 @@ numbers, and structure-aware fuzzing of whole documents.
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import pytest
@@ -57,12 +56,10 @@ DEEP_DOCUMENTS = {
 def test_100k_levels_of_nesting_are_refused(shape: str) -> None:
     syntax, text = DEEP_DOCUMENTS[shape]
     assert len(text.encode()) <= MAX_DOCUMENT_BYTES
-    started = time.perf_counter()
     with pytest.raises(LwirTooLargeError) as caught:
         parse_workflow(text, source=f"deep.{syntax}", format=syntax)  # type: ignore[arg-type]
     assert caught.value.code == "lwir_too_large"
     assert caught.value.message == "deep." + syntax + " is nested more than 100 deep"
-    assert time.perf_counter() - started < 5
 
 
 @pytest.mark.timeout(20)
@@ -71,10 +68,8 @@ def test_100k_levels_of_nesting_are_refused(shape: str) -> None:
 def test_a_100_mb_document_is_refused_before_it_is_parsed(as_bytes: bool, syntax: str) -> None:
     body = '{"lwir": 1, "name": "' + "x" * HUNDRED_MB + '"}'
     document: str | bytes = body.encode() if as_bytes else body
-    started = time.perf_counter()
     with measured() as peak, pytest.raises(LwirTooLargeError) as caught:
         parse_workflow(document, source=f"big.{syntax}")
-    assert time.perf_counter() - started < 1
     assert peak.bytes < 1024 * 1024  # nothing copied: refused from its length
     assert caught.value.message == (
         f"big.{syntax} is {len(document)} bytes; the limit is {MAX_DOCUMENT_BYTES} bytes"
@@ -117,10 +112,8 @@ LAUGHS_IN_A_STEP = "lwir: 1\nname: w\nsteps:\n  - id: o\n    kind: output\n    v
     "text", [LAUGHS_THROUGH_MAPPINGS, LAUGHS_IN_A_STEP], ids=["mappings", "in-a-step"]
 )
 def test_billion_laughs_in_other_shapes_are_refused_cheaply(text: str) -> None:
-    started = time.perf_counter()
     with measured() as peak, pytest.raises(LwirTooLargeError) as caught:
         parse_workflow(text, source="laughs.yaml")
-    assert time.perf_counter() - started < 5
     assert peak.bytes < 64 * 1024 * 1024
     assert caught.value.message.startswith("laughs.yaml expands to more than 100000 nodes")
 

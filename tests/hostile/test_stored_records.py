@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import math
-import time
 from pathlib import Path
 from typing import Any
 
@@ -331,10 +330,8 @@ async def test_fuzzed_ledger_entries_load_or_fail_typed(entries: list[Any]) -> N
 @pytest.mark.timeout(10)
 @pytest.mark.parametrize("body", [b"[" * 100_000, b'{"a":' * 100_000, "[" * 100_000])
 def test_100k_levels_in_a_websocket_message_are_a_frame_error(body: bytes | str) -> None:
-    started = time.perf_counter()
     with pytest.raises(FrameError, match="nested too deeply"):
         decode_json(body)
-    assert time.perf_counter() - started < 2
 
 
 @FUZZ

@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import time
 
 import pytest
 from hypothesis import given
@@ -150,7 +149,8 @@ def test_fuzzed_name_chains_reach_only_json(names: list[str], base: str, quoted:
 
 @pytest.mark.timeout(20)
 def test_huge_templates_parse_in_linear_time() -> None:
-    # A quarter of a 1 MB document each: a quadratic parser would take minutes here.
+    # A quarter of a 1 MB document each: a quadratic parser would take minutes here,
+    # past the timeout mark (no time is asserted: the mark bounds a hang).
     cases = [
         "${input.x}" * 25_000,
         "$${" * 80_000,
@@ -160,9 +160,7 @@ def test_huge_templates_parse_in_linear_time() -> None:
         '${input["' + "\\\\" * 120_000 + '"]}',
     ]
     for text in cases:
-        started = time.perf_counter()
         with contextlib.suppress(TemplateSyntaxError):
             parse_template(text)
-        assert time.perf_counter() - started < 3, text[:20]
     with pytest.raises(TemplateError, match="has no key 'a'"):
         render(cases[3], scope())

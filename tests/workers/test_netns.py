@@ -31,7 +31,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Iterator
+from collections.abc import Coroutine, Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,10 +42,10 @@ import pytest
 
 from little_workflow.events import StepCompleted
 from little_workflow.runtime import Runtime
+from tests.workers.support import REPO, held_by, wait_for, worker_command
 
 pytestmark = [pytest.mark.postgres, pytest.mark.timeout(120)]
 
-REPO = Path(__file__).resolve().parents[2]
 FLOW = Path(__file__).with_name("fanout.yaml")
 LEASE = 2.0
 CUT_SECONDS = 5.0  # longer than the lease: the cut worker's leases lapse meanwhile
@@ -245,48 +245,14 @@ def _start_worker(
     # ip netns exec enters the namespace and execs the command: the pid is the worker's.
     return subprocess.Popen(
         [
-            "ip",
-            "netns",
-            "exec",
-            link.netns,
-            sys.executable,
-            "-m",
-            "little_workflow",
-            "--data-dir",
-            str(data_dir),
-            "worker",
-            "--store",
-            store,
-            "--worker-id",
-            worker_id,
-            "--concurrency",
-            str(CONCURRENCY),
-            "--lease-seconds",
-            str(LEASE),
-            "--poll-interval",
-            "0.05",
+            "ip", "netns", "exec", link.netns,
+            *worker_command(store, data_dir, worker_id, concurrency=CONCURRENCY, lease=LEASE),
         ],
         cwd=REPO,
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=stderr,
-    )
-
-
-async def _held_by(runtime: Runtime, worker_id: str) -> list[str]:
-    for info in await runtime.queue.workers():
-        if info.worker_id == worker_id:
-            return [run for run, _, _ in info.runs]
-    return []
-
-
-async def _wait_for(condition: Callable[[], Awaitable[bool]], timeout: float) -> float:
-    """Poll until ``condition()`` holds; the ``time.monotonic()`` at which it did."""
-    deadline = time.monotonic() + timeout
-    while not await condition():
-        assert time.monotonic() < deadline, "timed out"
-        await asyncio.sleep(0.05)
-    return time.monotonic()
+    )  # fmt: skip
 
 
 async def test_runs_survive_a_worker_cut_off_from_the_database(
@@ -325,14 +291,14 @@ async def test_runs_survive_a_worker_cut_off_from_the_database(
                     workers[name] = _start_worker(link, store, tmp_path / name, name, env, stderr)
 
             async def holding() -> bool:
-                return len(await _held_by(runtime, "w_cut")) == CONCURRENCY and calls.exists()
+                return len(await held_by(runtime, "w_cut")) == CONCURRENCY and calls.exists()
 
-            await _wait_for(holding, 30)
+            await wait_for(holding, 30)
             _ip("link", "set", cut.host_if, "down")
             cut_at = time.monotonic()
             # What it holds as seen from here (the host's own link to the server is
             # untouched); it can neither finish nor renew these now.
-            cut_runs = await _held_by(runtime, "w_cut")
+            cut_runs = await held_by(runtime, "w_cut")
             assert cut_runs
 
             async def taken_over() -> bool:
@@ -342,7 +308,7 @@ async def test_runs_survive_a_worker_cut_off_from_the_database(
                     for entry in entries
                 )
 
-            taken_at = await _wait_for(taken_over, 30)
+            taken_at = await wait_for(taken_over, 30)
             await asyncio.sleep(max(0.0, cut_at + CUT_SECONDS - time.monotonic()))
             _ip("link", "set", cut.host_if, "up")
             restored_at = time.monotonic()
@@ -353,19 +319,19 @@ async def test_runs_survive_a_worker_cut_off_from_the_database(
 
             # The cut worker does not hang on its dead connections: once the link is
             # back, its pending writes reach the server and are refused.
-            noticed_at = await _wait_for(noticed, 30)
+            noticed_at = await wait_for(noticed, 30)
 
             for run_id, items in later.items():
                 await runtime.submit(FLOW, {"items": items}, run_id=run_id)
             inputs.update(later)
 
             async def back_to_work() -> bool:
-                held = await _held_by(runtime, "w_cut")
+                held = await held_by(runtime, "w_cut")
                 return len(held) == CONCURRENCY and set(held) <= set(later)
 
             # All its slots free again (every run it held when cut off dropped, its
             # tasks ended) and filled with new claims: it reconnected and works on.
-            back_at = await _wait_for(back_to_work, 30)
+            back_at = await wait_for(back_to_work, 30)
 
             # The store's TCP settings reach the worker's sockets: keepalive probes after
             # seconds of silence, not the OS's two hours (a partition that never heals
@@ -383,7 +349,7 @@ async def test_runs_survive_a_worker_cut_off_from_the_database(
                 entries = [await runtime.queue.get(run_id) for run_id in inputs]
                 return all(entry is not None and entry.state == "done" for entry in entries)
 
-            await _wait_for(all_done, 40)
+            await wait_for(all_done, 40)
             for process in workers.values():
                 process.send_signal(signal.SIGTERM)
             for process in workers.values():

@@ -12,7 +12,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -74,12 +73,11 @@ async def test_a_killed_holder_frees_the_run_at_once(postgres_url: str, tmp_path
     finally:
         process.send_signal(signal.SIGKILL)
         process.wait(timeout=30)
+    # The server ended the dead session's lock with it: a lock still held would make this
+    # resume a LockTimeoutError.
     async with Runtime(tmp_path / "b", store=postgres_url, lock_timeout=5) as host_b:
-        started = time.monotonic()
         result = await host_b.resume("run_k")
         assert result.output == sum(i * i for i in range(1, 7))
-        # Not the lock timeout: the server ended the dead session's lock with it.
-        assert time.monotonic() - started < 4
 
 
 async def test_cancel_from_another_host_is_left_to_the_host_driving_the_run(

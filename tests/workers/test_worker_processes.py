@@ -13,24 +13,22 @@ without writing anything.
 
 from __future__ import annotations
 
-import asyncio
 import collections
 import json
 import os
 import re
 import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from little_workflow.events import StepCompleted
 from little_workflow.runtime import Runtime
+from tests.workers.support import REPO, held_by, wait_for, worker_command
 
 pytestmark = [pytest.mark.postgres, pytest.mark.timeout(240)]
 
-REPO = Path(__file__).resolve().parents[2]
 FLOW = Path(__file__).with_name("fanout_pay.yaml")
 LEASE = 1.5
 CONCURRENCY = 3
@@ -41,47 +39,12 @@ def _start_worker(
     store: str, data_dir: Path, worker_id: str, env: dict[str, str]
 ) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "little_workflow",
-            "--data-dir",
-            str(data_dir),
-            "worker",
-            "--store",
-            store,
-            "--worker-id",
-            worker_id,
-            "--concurrency",
-            str(CONCURRENCY),
-            "--lease-seconds",
-            str(LEASE),
-            "--poll-interval",
-            "0.05",
-        ],
+        worker_command(store, data_dir, worker_id, concurrency=CONCURRENCY, lease=LEASE),
         cwd=REPO,
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
-
-
-async def _held_by(runtime: Runtime, worker_id: str) -> list[str]:
-    for info in await runtime.queue.workers():
-        if info.worker_id == worker_id:
-            return [run for run, _, _ in info.runs]
-    return []
-
-
-async def _wait_for(condition: object, timeout: float) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while True:
-        assert callable(condition)
-        if await condition():
-            return
-        assert loop.time() < deadline, "timed out"
-        await asyncio.sleep(0.05)
 
 
 async def test_runs_survive_a_killed_and_a_paused_worker(postgres_url: str, tmp_path: Path) -> None:
@@ -105,12 +68,12 @@ async def test_runs_survive_a_killed_and_a_paused_worker(postgres_url: str, tmp_
         try:
             # Disrupt each only once it holds runs with steps in flight.
             async def holding(name: str) -> bool:
-                return len(await _held_by(runtime, name)) > 0 and calls.exists()
+                return len(await held_by(runtime, name)) > 0 and calls.exists()
 
-            await _wait_for(lambda: holding("w_killed"), 60)
+            await wait_for(lambda: holding("w_killed"), 60)
             workers["w_killed"].send_signal(signal.SIGKILL)
-            await _wait_for(lambda: holding("w_paused"), 60)
-            paused_runs = await _held_by(runtime, "w_paused")
+            await wait_for(lambda: holding("w_paused"), 60)
+            paused_runs = await held_by(runtime, "w_paused")
             workers["w_paused"].send_signal(signal.SIGSTOP)
 
             async def taken_over() -> bool:
@@ -120,14 +83,14 @@ async def test_runs_survive_a_killed_and_a_paused_worker(postgres_url: str, tmp_
                     for entry in entries
                 )
 
-            await _wait_for(taken_over, 60)
+            await wait_for(taken_over, 60)
             workers["w_paused"].send_signal(signal.SIGCONT)
 
             async def all_done() -> bool:
                 entries = [await runtime.queue.get(run_id) for run_id in inputs]
                 return all(entry is not None and entry.state == "done" for entry in entries)
 
-            await _wait_for(all_done, 150)
+            await wait_for(all_done, 150)
         finally:
             for process in workers.values():
                 if process.poll() is None:
@@ -229,7 +192,7 @@ async def test_a_maps_sub_runs_spread_over_the_workers(postgres_url: str, tmp_pa
                 found = {info.worker_id for info in await runtime.queue.workers()}
                 return found >= set(workers)
 
-            await _wait_for(registered, 60)
+            await wait_for(registered, 60)
             for run_id, items in inputs.items():
                 await runtime.submit(spread, {"items": items}, run_id=run_id)
 
@@ -237,7 +200,7 @@ async def test_a_maps_sub_runs_spread_over_the_workers(postgres_url: str, tmp_pa
                 entries = [await runtime.queue.get(run_id) for run_id in inputs]
                 return all(entry is not None and entry.state == "done" for entry in entries)
 
-            await _wait_for(all_done, 120)
+            await wait_for(all_done, 120)
         finally:
             for process in workers.values():
                 process.send_signal(signal.SIGTERM)
