@@ -28,13 +28,11 @@ from typing import TYPE_CHECKING
 
 from little_workflow.codec import JsonValue
 from little_workflow.errors import ConflictError, RunFailedError
-from little_workflow.events import RunStarted, RunStatus
 from little_workflow.runtime._worker import Worker
 from little_workflow.storage import RunQueue, fenced
 
 if TYPE_CHECKING:
     from little_workflow.runtime._runtime import Runtime
-    from little_workflow.runtime._state import RunState
     from little_workflow.runtime._workflows import WorkflowVersion
 
 __all__ = ["run_child_on_queue"]
@@ -58,20 +56,10 @@ async def run_child_on_queue(
     if not await runtime.events.read(run_id, limit=1):
         # A previous holder of the parent may have committed it first: the same run.
         with contextlib.suppress(ConflictError):
-            await runtime.events.append(
-                run_id,
-                [
-                    RunStarted(
-                        workflow_name=version.name,
-                        definition_hash=version.definition_hash,
-                        workflow_version_id=version.version_id,
-                        input=input,
-                        parent_run_id=parent_run_id,
-                        parent_step_path=parent_step_path,
-                    )
-                ],
-                expected_seq=0,
+            started = version.run_started(
+                input, parent_run_id=parent_run_id, parent_step_path=parent_step_path
             )
+            await runtime.events.append(run_id, [started], expected_seq=0)
     await queue.submit(run_id, parent_run_id=parent_run_id)
     loop = asyncio.get_running_loop()
     # Other workers first: an idle one claims within its poll interval. Only a sub-run
@@ -80,7 +68,7 @@ async def run_child_on_queue(
     while True:
         state = await runtime.get_state(run_id)
         if state.finished:
-            return _outcome(state)
+            return runtime.result_of(state).output
         claim = None
         if loop.time() >= drive_after:
             claim = await queue.claim_run(
@@ -100,15 +88,3 @@ async def run_child_on_queue(
             await queue.finish(claim.fence, result.status.value)
             return result.output
         await asyncio.sleep(POLL_INTERVAL)
-
-
-def _outcome(state: RunState) -> JsonValue:
-    if state.status is RunStatus.COMPLETED:
-        return state.output
-    cause = "cancelled" if state.status is RunStatus.CANCELLED else state.failure_cause
-    raise RunFailedError(
-        f"run {state.run_id!r} {state.status.value}"
-        + (f": {state.failure_message}" if state.failure_message else ""),
-        cause_code=cause or "run_failed",
-        run_id=state.run_id,
-    )

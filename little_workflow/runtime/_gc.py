@@ -487,7 +487,7 @@ class _Collection:
     async def _remove_leftovers(self, run_ids: Iterable[str]) -> None:
         """Scratch directories, key-value records and queue rows of deleted runs."""
         run_ids = list(run_ids)
-        queue = self.runtime._require().queue
+        queue = self.runtime.store.queue
         if queue is not None:
             await queue.forget(run_ids)
         for run_id in run_ids:

@@ -31,7 +31,7 @@ class RunLock:
         purpose = purpose or f"run {run_id!r}"
         self._file = FileLock(runtime.data_dir.lock_path("run", run_id), purpose=purpose)
         self._shared: PostgresRunLock | None = None
-        store = runtime._require()
+        store = runtime.store
         if shared and store.spec.kind == "postgres":
             from little_workflow.storage._pg_lock import PostgresRunLock
             from little_workflow.storage._postgres import PostgresEventLog

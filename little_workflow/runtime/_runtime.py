@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, cast
 from little_workflow.artifacts import ArtifactStore
 from little_workflow.codec import JsonValue, dumps, sha256_digest
 from little_workflow.errors import ConfigError, RunFailedError, StorageError
-from little_workflow.events import RunCancelled, RunResumed, RunStarted, RunStatus
+from little_workflow.events import RunCancelled, RunResumed, RunStatus
 from little_workflow.harness._manifest import drift_error, manifest_hash
 from little_workflow.harness._slots import ModelSlot, resolve_slot
 from little_workflow.ids import new_id, validate_id
@@ -95,6 +95,25 @@ if TYPE_CHECKING:
     from little_workflow.harness._tools import Tool
 
 __all__ = ["ReplayResult", "RunResult", "Runtime"]
+
+
+def _check_same_run(state: RunState, version: WorkflowVersion, input: JsonValue) -> None:
+    """Refuse to take an existing run id for another workflow or input (``run_id_conflict``)."""
+    # The version id covers the sub-workflows too: a run started before child.yaml was
+    # edited is not the run these files describe now.
+    same_workflow = state.workflow_version_id == version.version_id
+    if same_workflow and sha256_digest(state.input) == sha256_digest(input):
+        return
+    differs = "other input"
+    if state.definition_hash != version.definition_hash:
+        differs = "another workflow"
+    elif not same_workflow:
+        differs = "other versions of its sub-workflows"
+    raise ConfigError(
+        f"run {state.run_id!r} already exists with {differs}; resume it, or start a new run "
+        "with another run id",
+        code="run_id_conflict",
+    )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -305,6 +324,11 @@ class Runtime:
         assert self._memory is not None
         return self._memory[0]
 
+    @property
+    def store(self) -> Store:
+        """The open store: its event log, KV store, blobs and, on Postgres, queue."""
+        return self._require()
+
     def _require(self) -> Store:
         if self._store is None:
             raise ConfigError("the runtime is not open: use 'async with Runtime(...)' or open()")
@@ -360,20 +384,25 @@ class Runtime:
         resumes that run instead (so re-running a command after a crash is safe); for
         other workflow or input it raises ``ConfigError`` (``run_id_conflict``).
         """
-        await self.open()
-        model, source = self._load(workflow)
-        dumps(input, where="run input")  # plain JSON and valid Unicode, or InvalidValueError
-        run_input = cast(JsonValue, input)
-        version = self.catalog.resolve(model, source=source)
-        # Before anything is stored: a workflow naming a function or tool that is not
-        # there changes nothing on disk.
-        self.check_callables(version)
-        version = await self.catalog.store(version)
+        version, run_input = await self._prepare(workflow, input)
         run_id = new_id("run") if run_id is None else validate_id(run_id, what="run id")
         async with self._locked(run_id):
             return await self._start_or_continue(
                 version, run_input, run_id, None, None, outer_loop=outer_loop
             )
+
+    async def _prepare(
+        self, workflow: Workflow | str | os.PathLike[str], input: object
+    ) -> tuple[WorkflowVersion, JsonValue]:
+        """Check ``input``, resolve and pin ``workflow``: what starting a run needs first."""
+        await self.open()
+        model, source = self._load(workflow)
+        dumps(input, where="run input")  # plain JSON and valid Unicode, or InvalidValueError
+        version = self.catalog.resolve(model, source=source)
+        # Before anything is stored: a workflow naming a function or tool that is not
+        # there changes nothing on disk.
+        self.check_callables(version)
+        return await self.catalog.store(version), cast(JsonValue, input)
 
     async def run_goal(
         self,
@@ -501,36 +530,12 @@ class Runtime:
         """
         await self.open()
         queue = self.queue
-        model, source = self._load(workflow)
-        dumps(input, where="run input")
-        run_input = cast(JsonValue, input)
-        version = self.catalog.resolve(model, source=source)
-        self.check_callables(version)
-        version = await self.catalog.store(version)
+        version, run_input = await self._prepare(workflow, input)
         run_id = new_id("run") if run_id is None else validate_id(run_id, what="run id")
-        records = await self.events.read(run_id, limit=1)
-        if records:
-            state = await self._fold(run_id)
-            if state.workflow_version_id != version.version_id or sha256_digest(
-                state.input
-            ) != sha256_digest(run_input):
-                raise ConfigError(
-                    f"run {run_id!r} already exists with another workflow or input",
-                    code="run_id_conflict",
-                )
+        if await self.events.read(run_id, limit=1):
+            _check_same_run(await self._fold(run_id), version, run_input)
         else:
-            await self.events.append(
-                run_id,
-                [
-                    RunStarted(
-                        workflow_name=version.name,
-                        definition_hash=version.definition_hash,
-                        workflow_version_id=version.version_id,
-                        input=run_input,
-                    )
-                ],
-                expected_seq=0,
-            )
+            await self.events.append(run_id, [version.run_started(run_input)], expected_seq=0)
         await queue.submit(run_id)
         return run_id
 
@@ -719,27 +724,36 @@ class Runtime:
         """Runs nobody drives that need a look: expired leases, intents without outcome."""
         return await find_stuck_runs(self)
 
-    async def _free_to_cancel(self, state: RunState) -> bool:
-        """Whether no worker's lease covers ``state``'s run, so it may be cancelled here.
+    async def lease_holder(self, state: RunState) -> str | None:
+        """The worker whose live lease covers ``state``'s run, if any.
 
-        A lease covers a submitted run and its sub-runs. A submitted run nobody holds is
-        settled in the queue first (done, ``cancelled``), so no worker claims it while
-        its cancellation is recorded; if one claimed it just before, it is the one to act.
+        Its own lease (a submitted run, or a sub-run a worker's run queued), else an
+        ancestor's (a sub-run driven inline, under its root's lease).
         """
         queue = self._require().queue
         if queue is None:
-            return True
-        root = state
-        for _ in range(64):
-            if root.parent_run_id is None:
-                break
-            root = await self._fold(root.parent_run_id)
-        if await queue.holder(root.run_id) is not None:
+            return None
+        current = state
+        for _ in range(64):  # sub-runs nest at most 32 deep (_workflows._MAX_DEPTH)
+            holder = await queue.holder(current.run_id)
+            if holder is not None or current.parent_run_id is None:
+                return holder
+            current = await self._fold(current.parent_run_id)
+        return None
+
+    async def _free_to_cancel(self, state: RunState) -> bool:
+        """Whether no worker's lease covers ``state``'s run, so it may be cancelled here.
+
+        A run in the queue that nobody holds is settled there first (done, ``cancelled``),
+        so no worker claims it while its cancellation is recorded; if one claimed it just
+        before, it is the one to act.
+        """
+        if await self.lease_holder(state) is not None:
             return False
-        if root.run_id != state.run_id:
+        queue = self._require().queue
+        if queue is None or await queue.get(state.run_id) is None:
             return True
-        entry = await queue.get(state.run_id)
-        return entry is None or await queue.settle(state.run_id, "cancelled")
+        return await queue.settle(state.run_id, "cancelled")
 
     async def _unfinished_family(self, state: RunState) -> list[RunState]:
         """``state`` and its unfinished sub-runs, parents before children."""
@@ -886,39 +900,18 @@ class Runtime:
         records = await self.events.read(run_id)
         if records:
             state = fold(run_id, records)
-            # The version id covers the sub-workflows too: a run started before
-            # child.yaml was edited is not the run these files describe now.
-            same_workflow = state.workflow_version_id == version.version_id
-            if not same_workflow or sha256_digest(state.input) != sha256_digest(input):
-                differs = "other input"
-                if state.definition_hash != version.definition_hash:
-                    differs = "another workflow"
-                elif not same_workflow:
-                    differs = "other versions of its sub-workflows"
-                raise ConfigError(
-                    f"run {run_id!r} already exists with {differs}; resume it, or start a "
-                    "new run with another run id",
-                    code="run_id_conflict",
-                )
+            _check_same_run(state, version, input)
             reason = "retry" if retry_failed and state.status is RunStatus.FAILED else "resume"
             return await self._continue(state, version, reason=reason)
         self.make_run_dirs(run_id)
         execution = RunExecution(self, version, RunState(run_id=run_id))
-        await execution.append(
-            [
-                RunStarted(
-                    workflow_name=version.name,
-                    definition_hash=version.definition_hash,
-                    workflow_version_id=version.version_id,
-                    input=input,
-                    parent_run_id=parent_run_id,
-                    parent_step_path=parent_step_path,
-                    outer_loop_id=None if outer_loop is None else outer_loop[0],
-                    cycle_number=None if outer_loop is None else outer_loop[1],
-                )
-            ],
-            sync=False,
+        started = version.run_started(
+            input,
+            parent_run_id=parent_run_id,
+            parent_step_path=parent_step_path,
+            outer_loop=outer_loop,
         )
+        await execution.append([started], sync=False)
         # Committed now (without fsync), not held for the first step's commit: a process
         # killed inside a long first step (or a sync one, which blocks the flush timer)
         # must leave a run that `resume <id>` finds and the run index shows.
@@ -938,29 +931,36 @@ class Runtime:
                 f"cannot create the scratch directory of run {run_id!r}: {exc}"
             ) from exc
 
-    async def _continue(
-        self, state: RunState, version: WorkflowVersion | None, *, reason: str
-    ) -> RunResult:
-        if state.status is RunStatus.COMPLETED:
-            completed = sum(1 for record in state.steps.values() if record.status == "completed")
-            return RunResult(
-                run_id=state.run_id,
-                status=state.status,
-                output=state.output,
-                executed_steps=0,
-                replayed_steps=completed,
-                state=state,
-            )
+    @staticmethod
+    def result_of(state: RunState) -> RunResult:
+        """The result of a finished run; ``RunFailedError`` if it failed or was cancelled."""
         if state.status is RunStatus.CANCELLED:
             raise RunFailedError(
                 f"run {state.run_id!r} was cancelled", cause_code="cancelled", run_id=state.run_id
             )
-        if state.status is RunStatus.FAILED and reason != "retry":
+        if state.status is RunStatus.FAILED:
             raise RunFailedError(
                 f"run {state.run_id!r} failed: {state.failure_message}",
                 cause_code=state.failure_cause or "run_failed",
                 run_id=state.run_id,
             )
+        if state.status is not RunStatus.COMPLETED:
+            raise ConfigError(f"run {state.run_id!r} has not ended", code="run_not_finished")
+        completed = sum(1 for record in state.steps.values() if record.status == "completed")
+        return RunResult(
+            run_id=state.run_id,
+            status=state.status,
+            output=state.output,
+            executed_steps=0,
+            replayed_steps=completed,
+            state=state,
+        )
+
+    async def _continue(
+        self, state: RunState, version: WorkflowVersion | None, *, reason: str
+    ) -> RunResult:
+        if state.finished and not (state.status is RunStatus.FAILED and reason == "retry"):
+            return self.result_of(state)
         request = await read_request(self.kv, state.run_id)
         if request is not None:
             # Cancelled while no process ran it, or while its owner was dying: record it

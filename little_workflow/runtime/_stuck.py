@@ -22,6 +22,7 @@ from little_workflow.runtime._run_lock import RunLock
 
 if TYPE_CHECKING:
     from little_workflow.runtime._runtime import Runtime
+    from little_workflow.runtime._state import RunState
 
 __all__ = ["StuckRun", "find_stuck_runs"]
 
@@ -45,12 +46,10 @@ class StuckRun:
 async def find_stuck_runs(runtime: Runtime) -> list[StuckRun]:
     """The stuck runs of ``runtime``'s store (see the module docstring)."""
     await runtime.open()
-    queue = runtime._require().queue
+    queue = runtime.store.queue
     found: list[StuckRun] = []
-    expired_ids: set[str] = set()
     if queue is not None:
         for entry in await queue.expired():
-            expired_ids.add(entry.run_id)
             found.append(
                 StuckRun(
                     run_id=entry.run_id,
@@ -65,7 +64,7 @@ async def find_stuck_runs(runtime: Runtime) -> list[StuckRun]:
     for info in await runtime.events.list_runs(status=RunStatus.RUNNING, limit=MAX_SCANNED):
         state = await runtime.get_state(info.run_id)
         open_intents = [record for record in state.steps.values() if record.open_intent is not None]
-        if not open_intents or await _in_flight(runtime, info.run_id, expired_ids):
+        if not open_intents or await _in_flight(runtime, state):
             continue
         found.extend(
             StuckRun(
@@ -80,11 +79,11 @@ async def find_stuck_runs(runtime: Runtime) -> list[StuckRun]:
     return found
 
 
-async def _in_flight(runtime: Runtime, run_id: str, expired: set[str]) -> bool:
-    queue = runtime._require().queue
-    if queue is not None and run_id not in expired and await queue.holder(run_id) is not None:
+async def _in_flight(runtime: Runtime, state: RunState) -> bool:
+    """Whether a worker's live lease or a process's run lock holds the run now."""
+    if await runtime.lease_holder(state) is not None:
         return True
-    lock = RunLock(runtime, run_id)
+    lock = RunLock(runtime, state.run_id)
     if not await lock.try_acquire():
         return True
     await lock.release()

@@ -107,7 +107,7 @@ class Worker:
     async def run(self, *, max_runs: int | None = None) -> WorkerReport:
         """Work until ``stop()`` (or, with ``max_runs``, until that many runs ended here)."""
         await self.runtime.open()
-        queue = self._queue()
+        queue = self.runtime.queue
         await queue.register_worker(
             self.worker_id, host=socket.gethostname(), pid=os.getpid(), concurrency=self.concurrency
         )
@@ -146,9 +146,6 @@ class Worker:
             with contextlib.suppress(LittleWorkflowError):
                 await queue.stop_worker(self.worker_id)
         return self.report
-
-    def _queue(self) -> RunQueue:
-        return self.runtime.queue
 
     def _ended(self) -> int:
         report = self.report

@@ -38,6 +38,7 @@ from pydantic import ValidationError
 
 from little_workflow.codec import JsonValue, sha256_digest
 from little_workflow.errors import ConfigError, CorruptDataError, LwirError
+from little_workflow.events import RunStarted
 from little_workflow.lwir import (
     AgentStep,
     MapStep,
@@ -98,6 +99,26 @@ class WorkflowVersion:
     def identities(self) -> list[str]:
         """Every step's identity, in ``_walk`` order (what a record stores)."""
         return [self.identity(step) for step in _walk(self.workflow.steps)]
+
+    def run_started(
+        self,
+        input: JsonValue,
+        *,
+        parent_run_id: str | None = None,
+        parent_step_path: str | None = None,
+        outer_loop: tuple[str, int] | None = None,
+    ) -> RunStarted:
+        """The first event of a run of this version with ``input``."""
+        return RunStarted(
+            workflow_name=self.name,
+            definition_hash=self.definition_hash,
+            workflow_version_id=self.version_id,
+            input=input,
+            parent_run_id=parent_run_id,
+            parent_step_path=parent_step_path,
+            outer_loop_id=None if outer_loop is None else outer_loop[0],
+            cycle_number=None if outer_loop is None else outer_loop[1],
+        )
 
     def child(self, reference: str) -> WorkflowVersion:
         """The sub-workflow a ``workflow:`` step names."""

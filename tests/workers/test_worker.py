@@ -47,7 +47,7 @@ async def test_two_workers_drive_every_submitted_run_once(
             assert await submitter.submit(FLOW, {"items": items}, run_id=run_id) == run_id
         # Submitting again (a submit retried after a crash) changes nothing.
         assert await submitter.submit(FLOW, {"items": inputs["run_00"]}, run_id="run_00")
-        with pytest.raises(ConfigError, match="another workflow or input"):
+        with pytest.raises(ConfigError, match="already exists with other input"):
             await submitter.submit(FLOW, {"items": [9]}, run_id="run_00")
         workers = [
             Worker(host, concurrency=3, lease_seconds=5, poll_interval=0.02)
