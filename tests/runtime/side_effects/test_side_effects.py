@@ -56,6 +56,12 @@ def _far_end(env: dict[str, str]) -> list[dict[str, object]]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
+def _killed(data_dir: Path, *args: str, at: str, env: dict[str, str]) -> None:
+    """Run the CLI until the far end's kill point ``at`` SIGKILLs it."""
+    killed = _cli(data_dir, *args, env={**env, "LW_TEST_KILL": at})
+    assert killed.returncode == -9, killed.stderr
+
+
 async def _events(data_dir: Path, run_id: str) -> list[object]:
     async with Runtime(data_dir) as runtime:
         return [record.event for record in await runtime.events.read(run_id)]
@@ -65,7 +71,7 @@ async def test_killed_after_the_effect_the_hook_completes_the_step_without_a_cal
     tmp_path: Path, env: dict[str, str]
 ) -> None:
     data = tmp_path / "data"
-    killed = _cli(
+    _killed(
         data,
         "run",
         str(HERE / "pay.yaml"),
@@ -73,9 +79,9 @@ async def test_killed_after_the_effect_the_hook_completes_the_step_without_a_cal
         '{"amount": 42}',
         "--run-id",
         "run_pay",
-        env={**env, "LW_TEST_KILL": "after_effect"},
+        at="after_effect",
+        env=env,
     )
-    assert killed.returncode == -9, killed.stderr
     assert _far_end(env) == [{"key": "run_pay/charge", "amount": 42}]
     resumed = _cli(data, "resume", "run_pay", env=env)
     assert resumed.returncode == 0, resumed.stderr
@@ -98,7 +104,7 @@ async def test_killed_before_the_effect_the_hook_says_no_and_the_step_runs_again
     tmp_path: Path, env: dict[str, str]
 ) -> None:
     data = tmp_path / "data"
-    killed = _cli(
+    _killed(
         data,
         "run",
         str(HERE / "pay.yaml"),
@@ -106,9 +112,9 @@ async def test_killed_before_the_effect_the_hook_says_no_and_the_step_runs_again
         '{"amount": 7}',
         "--run-id",
         "run_pay",
-        env={**env, "LW_TEST_KILL": "before_effect"},
+        at="before_effect",
+        env=env,
     )
-    assert killed.returncode == -9, killed.stderr
     assert _far_end(env) == []
     resumed = _cli(data, "resume", "run_pay", env=env)
     assert resumed.returncode == 0, resumed.stderr
@@ -125,7 +131,7 @@ async def test_without_a_hook_the_step_is_dispatched_again_under_its_own_key(
     tmp_path: Path, env: dict[str, str]
 ) -> None:
     data = tmp_path / "data"
-    killed = _cli(
+    _killed(
         data,
         "run",
         str(HERE / "pay_blind.yaml"),
@@ -133,9 +139,9 @@ async def test_without_a_hook_the_step_is_dispatched_again_under_its_own_key(
         '{"amount": 5, "order": "A-17"}',
         "--run-id",
         "run_blind",
-        env={**env, "LW_TEST_KILL": "after_effect"},
+        at="after_effect",
+        env=env,
     )
-    assert killed.returncode == -9, killed.stderr
     resumed = _cli(data, "resume", "run_blind", env=env)
     assert resumed.returncode == 0, resumed.stderr
     # At least once: the far end saw the request twice, both under the step's key,
@@ -240,11 +246,17 @@ def test_runs_stuck_lists_an_intent_left_without_outcome_until_the_resume(
     tmp_path: Path, env: dict[str, str]
 ) -> None:
     data = tmp_path / "data"
-    killed = _cli(
-        data, "run", str(HERE / "pay.yaml"), "--input", '{"amount": 3}', "--run-id", "run_st",
-        env={**env, "LW_TEST_KILL": "after_effect"},
-    )  # fmt: skip
-    assert killed.returncode == -9, killed.stderr
+    _killed(
+        data,
+        "run",
+        str(HERE / "pay.yaml"),
+        "--input",
+        '{"amount": 3}',
+        "--run-id",
+        "run_st",
+        at="after_effect",
+        env=env,
+    )
     listed = _cli(data, "runs", "--stuck", "--json", env=env)
     assert listed.returncode == 0, listed.stderr
     assert [(item["runId"], item["reason"], item["key"]) for item in json.loads(listed.stdout)] == [
@@ -260,11 +272,16 @@ async def test_an_agents_side_effecting_tool_call_is_reconciled_after_a_kill(
 ) -> None:
     data = tmp_path / "data"
     setup = ("--setup", "tests.runtime.side_effects.far_end:setup")
-    killed = _cli(
-        data, *setup, "run", str(HERE / "cashier.yaml"), "--run-id", "run_agent",
-        env={**env, "LW_TEST_KILL": "after_effect"},
-    )  # fmt: skip
-    assert killed.returncode == -9, killed.stderr
+    _killed(
+        data,
+        *setup,
+        "run",
+        str(HERE / "cashier.yaml"),
+        "--run-id",
+        "run_agent",
+        at="after_effect",
+        env=env,
+    )
     (request,) = _far_end(env)
     key = request["key"]
     assert isinstance(key, str)
