@@ -324,7 +324,18 @@ class GraphRun:
             side_effect = declared
 
             async def reconcile(_detail: Mapping[str, JsonValue]) -> Recorded | None:
-                answer = await side_effect.ask(tool_context.side_effect_key)
+                key = tool_context.side_effect_key
+                try:
+                    answer = await side_effect.ask(key)
+                    if answer is not None:
+                        check_json_value(answer.result, where=f"reconcile({key!r})")
+                except Exception as exc:
+                    # The model is told, nothing is recorded: the call stays in flight
+                    # and the next resume asks the hook again.
+                    raise ToolCallError(
+                        f"reconcile({key!r}) of tool {name!r} raised {type(exc).__name__}: {exc}",
+                        error_code="reconcile_failed",
+                    ) from exc
                 return None if answer is None else Recorded(value=answer.result)
 
         offered = self.offered if tool_call_id is not None else None

@@ -108,3 +108,27 @@ def setup() -> Any:
         model_slots={"cashier": ModelSlot(provider=scripted(_cashier), model="cashier")},
         tools=[tool(pay)],
     )
+
+
+def _unknowable(key: str) -> Happened | None:
+    raise RuntimeError(f"the payment service cannot say what happened to {key}")
+
+
+@side_effect(reconcile=_unknowable)
+def pay_unknowable(ctx: object, amount: int) -> dict[str, object]:
+    """Pay ``amount``, with a hook that cannot tell (a tool the cashier agent calls)."""
+    key = getattr(ctx, "side_effect_key", None)
+    assert isinstance(key, str)
+    return _send(key, amount)
+
+
+def setup_unknowable() -> Any:
+    """The cashier agent with a ``pay`` tool whose reconcile hook raises."""
+    from little_workflow.harness import ModelSlot, tool
+    from little_workflow.harness.models import scripted
+    from little_workflow.runtime import RuntimeSetup
+
+    return RuntimeSetup(
+        model_slots={"cashier": ModelSlot(provider=scripted(_cashier), model="cashier")},
+        tools=[tool(pay_unknowable, name="pay")],
+    )

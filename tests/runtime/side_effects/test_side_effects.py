@@ -292,3 +292,21 @@ async def test_an_agents_side_effecting_tool_call_is_reconciled_after_a_kill(
     # the charge the killed process made.
     assert len(_far_end(env)) == 1
     assert json.loads(resumed.stdout) == f"paid: {json.dumps({'charge': key, 'amount': 9})}"
+
+
+def test_a_hook_that_raises_is_a_tool_error_the_agent_is_told(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    data = tmp_path / "data"
+    setup = ("--setup", "tests.runtime.side_effects.far_end:setup_unknowable")
+    _killed(
+        data, *setup, "run", str(HERE / "cashier.yaml"), "--run-id", "run_unknown",
+        at="after_effect", env=env,
+    )  # fmt: skip
+    resumed = _cli(data, *setup, "resume", "run_unknown", env=env)
+    assert resumed.returncode == 0, resumed.stderr
+    # Not called blind a second time: the model got the hook's failure instead.
+    assert len(_far_end(env)) == 1
+    answer = json.loads(resumed.stdout)
+    assert answer.startswith("paid: reconcile(")
+    assert "raised RuntimeError: the payment service cannot say" in answer
