@@ -3,8 +3,13 @@
 No pickle anywhere: stored data may be read by another version of the program, or be
 hostile. Values are plain JSON (``None``, ``bool``, ``int``, ``float``, ``str``, lists
 and string-keyed dicts; tuples are accepted and come back as lists). Anything else,
-including ``NaN`` and the infinities, is refused with ``InvalidValueError`` before a byte
-is written, so a value that was stored always reads back equal.
+including ``NaN``, the infinities and integers too long to write (over the interpreter's
+4,300-digit conversion limit), is refused with ``InvalidValueError`` before a byte is
+written, so a value that was stored always reads back equal.
+
+``to_json_value`` is the check for a value that goes on being used after it is stored (a
+step's result, which later steps read): a value holding tuples comes back with lists in
+their place, so what the run sees now is what it will read back after a restart.
 
 ``canonical_json`` is the form that identities are computed from: sorted keys, no
 spaces, UTF-8. ``sha256_digest`` prefixes the hex digest with ``sha256:`` as the design's
@@ -27,6 +32,7 @@ __all__ = [
     "dumps",
     "loads",
     "sha256_digest",
+    "to_json_value",
 ]
 
 JsonValue: TypeAlias = bool | int | float | str | list["JsonValue"] | dict[str, "JsonValue"] | None
@@ -66,15 +72,21 @@ def _plain(value: object, depth: int) -> bool:
             type(key) is str and _plain(child, depth + 1)
             for key, child in value.items()  # type: ignore[attr-defined]
         )
-    if kind is list or kind is tuple:
+    if kind is list:
         return all(_plain(child, depth + 1) for child in value)  # type: ignore[attr-defined]
+    # A tuple takes the slow walk, which accepts it and tells ``to_json_value`` to copy.
     return False
 
 
 def check_json_value(value: object, *, where: str = "value") -> None:
     """Raise ``InvalidValueError`` unless ``value`` is plain JSON (see the module docstring)."""
-    if _plain(value, 0):
-        return
+    if not _plain(value, 0):
+        _walk(value, where)
+
+
+def _walk(value: object, where: str) -> bool:
+    """The slow check, naming the place of a refusal; whether ``value`` holds a tuple."""
+    tuples = False
     stack: list[tuple[object, str, int]] = [(value, where, 0)]
     while stack:
         item, path, depth = stack.pop()
@@ -93,6 +105,7 @@ def check_json_value(value: object, *, where: str = "value") -> None:
                     )
                 stack.append((child, f"{path}.{key}", depth + 1))
         elif isinstance(item, list | tuple):
+            tuples = tuples or isinstance(item, tuple)
             for index, child in enumerate(item):
                 stack.append((child, f"{path}[{index}]", depth + 1))
         else:
@@ -100,12 +113,33 @@ def check_json_value(value: object, *, where: str = "value") -> None:
                 f"{path} is a {type(item).__name__}, which is not JSON "
                 "(store str, int, float, bool, None, lists and string-keyed dicts)"
             )
+    return tuples
 
 
 def dumps(value: object, *, where: str = "value") -> str:
     """Compact JSON text for ``value``; ``InvalidValueError`` if it is not plain JSON."""
     check_json_value(value, where=where)
-    text = _ENCODER.encode(value)
+    return _encode(value, where)
+
+
+def to_json_value(value: object, *, where: str = "value") -> JsonValue:
+    """``value`` checked as ``dumps`` checks it, with any tuple turned into a list.
+
+    The common value (no tuple) is returned as it is, at the cost of ``dumps``.
+    """
+    if not _plain(value, 0) and _walk(value, where):
+        copied: JsonValue = json.loads(_encode(value, where))
+        return copied
+    _encode(value, where)
+    return value  # type: ignore[return-value]
+
+
+def _encode(value: object, where: str) -> str:
+    try:
+        text = _ENCODER.encode(value)
+    except ValueError as exc:
+        # An int over the interpreter's digit limit is refused only here, by int -> str.
+        raise InvalidValueError(f"{where} cannot be written as JSON: {exc}") from exc
     if not text.isascii():
         try:
             text.encode("utf-8")

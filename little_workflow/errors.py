@@ -46,6 +46,7 @@ errors (``sqlite3``, ``psycopg``, ``OSError``) are translated at the boundary wi
     ├── ToolCallError                        tool_call_failed (a tool raised; told to the model)
     ├── RecordedFailure                      recorded_failure (a recorded failure, replayed)
     ├── PlannerError                         planner_gave_up (no valid workflow in its turns)
+    ├── SupervisorError                      supervise_failed (supervise() raised)
     ├── AwaitingAnswerError                  awaiting_answer (suspended on an ask-user prompt)
     ├── SubprocessError                      subprocess_error (child_failed, child_lost)
     ├── IpcError                             ipc_error (ipc_listen_failed, ipc_address_in_use)
@@ -111,6 +112,7 @@ __all__ = [
     "StorageError",
     "StorageUnavailableError",
     "SubprocessError",
+    "SupervisorError",
     "TemplateError",
     "TemplateSyntaxError",
     "ToolArgumentsError",
@@ -639,6 +641,16 @@ class PlannerError(LittleWorkflowError):
     """A planner session ended without a valid workflow (its turns ran out)."""
 
     code = "planner_gave_up"
+
+
+class SupervisorError(LittleWorkflowError):
+    """An outer loop's ``supervise()`` raised (anything, ``SystemExit`` included).
+
+    Nothing is recorded for the cycle: once the supervisor is fixed, running the loop
+    again asks it again about the same cycle, whose run is kept.
+    """
+
+    code = "supervise_failed"
 
 
 class AwaitingAnswerError(LittleWorkflowError):

@@ -91,6 +91,7 @@ def test_public_names_are_pinned() -> None:
         "StorageUnavailableError",
         "SubWorkflowStep",
         "SubprocessError",
+        "SupervisorError",
         "TemplateError",
         "TemplateSyntaxError",
         "Tool",

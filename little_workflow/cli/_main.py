@@ -4,7 +4,7 @@ Exit codes (stable, for scripts):
 
 ====  =========================================================================
 0     success
-1     the run failed (stderr names its cause code)
+1     the run failed (stderr names its cause code), or a loop's supervise() raised
 2     usage error (a bad option or argument)
 3     invalid input or configuration (a bad workflow file, id, input, store URL; a
       resume refused with ``CapabilityDriftError``)
@@ -216,6 +216,7 @@ def describe_error(exc: BaseException) -> tuple[str, int]:
         LockTimeoutError,
         RunFailedError,
         StorageError,
+        SupervisorError,
     )
 
     # Library errors with an exit code of their own; any other is invalid input (3).
@@ -223,6 +224,8 @@ def describe_error(exc: BaseException) -> tuple[str, int]:
         (LockTimeoutError, EXIT_BUSY),
         (LeaseLostError, EXIT_BUSY),
         (StorageError, EXIT_STORAGE),
+        # User code failed, as a step does: not the user's input.
+        (SupervisorError, EXIT_RUN_FAILED),
     )
     if isinstance(exc, RunFailedError):
         if exc.cause_code == "cancelled":

@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from little_workflow._failures import error_code, error_message, is_interruption
 from little_workflow.codec import JsonValue, check_json_value
 from little_workflow.durable._recorder import (
     Recorded,
@@ -117,11 +118,6 @@ def input_message(value: JsonValue) -> Message:
 
 def _content(value: JsonValue) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-
-
-def _error_code(exc: BaseException) -> str:
-    code = getattr(exc, "code", None)
-    return code if isinstance(code, str) else type(exc).__name__
 
 
 class GraphRun:
@@ -329,11 +325,14 @@ class GraphRun:
                     answer = await side_effect.ask(key)
                     if answer is not None:
                         check_json_value(answer.result, where=f"reconcile({key!r})")
-                except Exception as exc:
+                except BaseException as exc:
+                    if is_interruption(exc):
+                        raise
                     # The model is told, nothing is recorded: the call stays in flight
                     # and the next resume asks the hook again.
                     raise ToolCallError(
-                        f"reconcile({key!r}) of tool {name!r} raised {type(exc).__name__}: {exc}",
+                        f"reconcile({key!r}) of tool {name!r} raised "
+                        f"{type(exc).__name__}: {error_message(exc)}",
                         error_code="reconcile_failed",
                     ) from exc
                 return None if answer is None else Recorded(value=answer.result)
@@ -368,9 +367,13 @@ class GraphRun:
                 # Unknown tool, bad arguments, an unserializable result: the model (or the
                 # tool) got it wrong, and the model is told so.
                 raise ToolCallError(exc.message, error_code=exc.code) from exc
-            except Exception as exc:
+            except BaseException as exc:
+                # A tool is untrusted code: whatever it raises (SystemExit included) is
+                # the call's outcome, told to the model; only an interruption goes up.
+                if is_interruption(exc):
+                    raise
                 raise ToolCallError(
-                    f"{type(exc).__name__}: {exc}", error_code=_error_code(exc)
+                    f"{type(exc).__name__}: {error_message(exc)}", error_code=error_code(exc)
                 ) from exc
             return result
 

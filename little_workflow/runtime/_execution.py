@@ -31,7 +31,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from little_workflow.codec import JsonValue, check_json_value, dumps
+from little_workflow._failures import error_message, error_names, is_interruption
+from little_workflow.codec import JsonValue, check_json_value, dumps, to_json_value
 from little_workflow.durable import MemoEntry, MemoTable
 from little_workflow.durable._side_effects import SideEffect, declared_side_effect
 from little_workflow.errors import (
@@ -136,17 +137,6 @@ class _StepFailure(Exception):
 
 class _Frontier(Exception):
     """Replay reached a step the log has not completed."""
-
-
-def _error_names(exc: BaseException) -> tuple[str, list[str]]:
-    """An error's code (its ``code`` attribute, else its class name) and every name it goes by."""
-    code = getattr(exc, "code", None)
-    names = [code] if isinstance(code, str) else []
-    for cls in type(exc).__mro__:
-        if cls in (BaseException, Exception, object):
-            break
-        names += [cls.__name__, f"{cls.__module__}.{cls.__qualname__}"]
-    return (names[0] if names else type(exc).__name__), names
 
 
 class RunExecution:
@@ -491,18 +481,26 @@ class RunExecution:
                 )
             await self.writer.append(attempt_events, sync=outbox is not None)
             try:
-                result = await call(attempt, current)
-                # dumps, not check_json_value: it also refuses strings that are not valid
-                # Unicode (a lone surrogate), which would otherwise fail the commit below
-                # with an untyped error and leave the run unrecorded.
-                dumps(result, where=f"the result of step {path!r}")
+                # Encoded, not only checked: a string that is not valid Unicode (a lone
+                # surrogate) or an int too long to write would otherwise fail the commit
+                # below with an untyped error and leave the run unrecorded. A tuple comes
+                # back a list: what later steps see now, they read after a restart.
+                result = to_json_value(
+                    await call(attempt, current), where=f"the result of step {path!r}"
+                )
             except (CapabilityDriftError, MemoMismatchError, PayloadTooLargeError):
                 # Not a step failure: the run cannot go on as configured (a payload over
                 # the store's limit included). Nothing is recorded, so it resumes once
                 # the configuration is restored.
                 raise
-            except Exception as exc:
-                code, names = _error_names(exc)
+            except BaseException as exc:
+                # Step code is untrusted: SystemExit, GeneratorExit, a BaseException of
+                # its own or a CancelledError nobody asked for is its outcome, recorded
+                # as a failure (``_failures.py``); only an interruption goes on up.
+                if is_interruption(exc):
+                    raise
+                code, names = error_names(exc)
+                message = error_message(exc)
                 will_retry = (
                     # A planner that gave up would give up again: its turns replay.
                     not isinstance(exc, InvalidValueError | ConfigError | PlannerError)
@@ -516,7 +514,7 @@ class RunExecution:
                             step_path=path,
                             attempt=attempt,
                             error_code=code,
-                            message=str(exc),
+                            message=message,
                             will_retry=will_retry,
                         ),
                     ],
@@ -525,7 +523,7 @@ class RunExecution:
                 fixer = getattr(step, "fixer", None)
                 if not will_retry and fixer is not None and len(fixes) < fixer.max_fixes:
                     decision = await run_fixer(
-                        self, step, site, arguments=current, error_code=code, message=str(exc)
+                        self, step, site, arguments=current, error_code=code, message=message
                     )
                     if decision.get("action") == "retry":
                         continue
@@ -535,7 +533,8 @@ class RunExecution:
                     )
                     raise _StepFailure(
                         cause,
-                        f"step {path!r} failed (attempt {attempt}): {code}: {exc}",
+                        f"step {path!r} failed (attempt {attempt}): "
+                        + (f"{code}: {message}" if message else code),
                         path=path,
                         step_id=step.id,
                     ) from exc
@@ -559,11 +558,13 @@ class RunExecution:
             answer = await outbox.declared.ask(record.open_intent)
             if answer is not None:
                 dumps(answer.result, where=f"the reconciled result of step {site.text!r}")
-        except Exception as exc:
-            code, _ = _error_names(exc)
+        except BaseException as exc:
+            if is_interruption(exc):
+                raise
             raise _StepFailure(
                 "reconcile_failed",
-                f"step {site.text!r}: reconcile({record.open_intent!r}) raised {code}: {exc}",
+                f"step {site.text!r}: reconcile({record.open_intent!r}) raised "
+                f"{error_names(exc)[0]}: {error_message(exc)}",
                 path=site.text,
                 step_id=step.id,
             ) from exc
@@ -732,14 +733,14 @@ class RunExecution:
             ]
 
         def failed(attempt: int, exc: BaseException) -> list[Event]:
-            message: JsonValue = str(exc)
+            message: JsonValue = error_message(exc)
             if redactor is not None:
                 message = redactor.scrub(message)
             return [
                 HarnessToolCallFailed(
                     session_id=path,
                     call_id=call_id(attempt),
-                    error_code=_error_names(exc)[0],
+                    error_code=error_names(exc)[0],
                     message=str(message),
                 )
             ]

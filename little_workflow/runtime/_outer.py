@@ -38,9 +38,16 @@ import pydantic
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 from pydantic.alias_generators import to_camel
 
-from little_workflow.codec import sha256_digest
+from little_workflow._failures import error_code, error_message, is_interruption
+from little_workflow.codec import sha256_digest, to_json_value
 from little_workflow.durable import FileLock
-from little_workflow.errors import ConfigError, CorruptDataError, RunFailedError
+from little_workflow.errors import (
+    ConfigError,
+    CorruptDataError,
+    InvalidValueError,
+    RunFailedError,
+    SupervisorError,
+)
 from little_workflow.events import OuterLoopCycleCompleted, OuterLoopCycleResult, RunStatus
 from little_workflow.ids import is_valid_id, new_id, validate_id
 from little_workflow.lwir import Workflow, definition_hash
@@ -272,12 +279,30 @@ async def _supervised(
     for record in await runtime.events.read(run_id):
         if isinstance(record.event, OuterLoopCycleCompleted):
             return record.event.result  # the first one is authoritative
-    answer = supervise(cycle)
-    if inspect.isawaitable(answer):
-        answer = await answer
+    where = f"cycle {cycle.cycle_number} of outer loop {cycle.outer_loop_id!r}"
+    try:
+        answer = supervise(cycle)
+        if inspect.isawaitable(answer):
+            answer = await answer
+    except BaseException as exc:
+        # The supervisor is user code: whatever it raises (SystemExit included) ends this
+        # call with a typed error, and nothing is recorded, so the next call asks again.
+        if is_interruption(exc):
+            raise
+        raise SupervisorError(
+            f"supervise() raised {error_code(exc)}: {error_message(exc)} about {where}; "
+            "nothing was recorded for the cycle: fix the supervisor and run the loop again "
+            "(the cycle's run is kept, and supervise() is asked again)"
+        ) from exc
     if isinstance(answer, Done):
-        result = OuterLoopCycleResult(kind="done", final_output=answer.final_output)
+        final_output = to_json_value(answer.final_output, where=f"Done.final_output of {where}")
+        result = OuterLoopCycleResult(kind="done", final_output=final_output)
     elif isinstance(answer, Continue):
+        if answer.summary is not None and not isinstance(answer.summary, str):
+            raise InvalidValueError(
+                f"Continue.summary of {where} is a {type(answer.summary).__name__}; "
+                "give a string or None"
+            )
         result = OuterLoopCycleResult(kind="continue", summary=answer.summary)
     else:
         raise ConfigError(

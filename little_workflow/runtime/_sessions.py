@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
+from little_workflow._failures import error_code, error_message
 from little_workflow.codec import JsonValue
 from little_workflow.durable import MemoTable
 from little_workflow.durable._recorder import Recorded, Unit
@@ -52,11 +53,6 @@ if TYPE_CHECKING:
     from little_workflow.runtime._writer import RunWriter
 
 __all__ = ["SessionRecorder", "session_manifest", "step_at", "unfinished_sub_runs"]
-
-
-def _error_code(exc: BaseException) -> str:
-    code = getattr(exc, "error_code", None) or getattr(exc, "code", None)
-    return code if isinstance(code, str) else type(exc).__name__
 
 
 def _count_made(unit: Unit) -> None:
@@ -175,8 +171,8 @@ class SessionRecorder:
         """``harness.tool_call.failed``, fsynced; a failed model call is not recorded."""
         if unit.kind != "tool":
             return
-        code = _error_code(error)
-        message = getattr(error, "message", None) or str(error)
+        code = error_code(error)
+        message = getattr(error, "message", None) or error_message(error)
         await self.writer.append(
             [
                 HarnessToolCallFailed(

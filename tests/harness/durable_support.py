@@ -31,6 +31,7 @@ from little_workflow.harness import (
 )
 from little_workflow.harness.models import ModelRequest, ModelResponse, ScriptedProvider, scripted
 from little_workflow.storage import ManagedStorage, StorageAdapter, open_storage
+from little_workflow.testing import SimulatedKill
 
 BACKENDS = [
     "memory",
@@ -239,8 +240,8 @@ def item_log(ctx: Any) -> list[dict[str, JsonValue]]:
     return [item.to_json() for item in ctx.items.items]
 
 
-class Crash(BaseException):
-    """Stands for the process dying: not an ``Exception``, so nothing records it."""
+class Crash(SimulatedKill):
+    """Stands for the process dying: a ``SimulatedKill``, so nothing records it."""
 
 
 async def ledger_entries(storage: StorageAdapter, execution_id: str) -> list[dict[str, Any]]:

@@ -29,6 +29,7 @@ from little_workflow.harness import (
 )
 from little_workflow.harness.models import Message
 from little_workflow.storage import ManagedStorage, create_in_memory_storage
+from little_workflow.testing import SimulatedKill
 from tests.harness.durable_support import (
     BACKENDS,
     durable_harness,
@@ -45,7 +46,7 @@ async def storage(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterat
     await store.close()
 
 
-class Crash(BaseException):
+class Crash(SimulatedKill):
     """Stands for the process dying inside a tool: nothing after it runs."""
 
 

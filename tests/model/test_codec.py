@@ -16,6 +16,7 @@ from little_workflow.codec import (
     dumps,
     loads,
     sha256_digest,
+    to_json_value,
 )
 from little_workflow.errors import CorruptDataError, InvalidValueError
 from little_workflow.storage import create_file_storage, open_storage
@@ -65,11 +66,33 @@ def test_dumps_loads_round_trip(value: Any) -> None:
         ({"s": {1}}, "set"),
         (object(), "object"),
         ("lone \ud800 surrogate", "surrogate"),
+        ({"n": [10**5000]}, "digits"),
     ],
+    ids=["nan", "inf", "int-key", "bytes", "set", "object", "surrogate", "huge-int"],
 )
 def test_non_json_values_are_refused_with_the_place(value: object, fragment: str) -> None:
     with pytest.raises(InvalidValueError, match=fragment.replace("[", r"\[").replace("]", r"\]")):
         dumps(value)
+
+
+@pytest.mark.parametrize("value", [10**5000, {"a": [1, 10**4301]}], ids=["int", "nested"])
+def test_an_int_too_long_to_write_is_invalid_not_a_value_error(value: object) -> None:
+    for check in (dumps, to_json_value):
+        with pytest.raises(InvalidValueError, match="the result"):
+            check(value, where="the result")
+
+
+@given(json_values)
+def test_to_json_value_returns_a_plain_value_as_it_is(value: Any) -> None:
+    assert to_json_value(value) is value
+
+
+def test_to_json_value_turns_tuples_into_lists_wherever_they_are() -> None:
+    value = {"a": (1, (2, {"b": (3,)})), "c": [()]}
+    copied = to_json_value(value)
+    assert copied == {"a": [1, [2, {"b": [3]}]], "c": [[]]}
+    assert json.dumps(copied) == json.dumps(value)
+    assert type(copied["a"]) is list  # type: ignore[index,call-overload]
 
 
 def test_deep_nesting_is_refused_not_a_recursion_error() -> None:

@@ -12,6 +12,7 @@ from typing import Any
 
 from little_workflow.events import RecordedEvent
 from little_workflow.runtime import CRASH_ENV, Runtime
+from little_workflow.testing import SimulatedKill
 
 REPO = Path(__file__).resolve().parents[2]
 FLOWS = REPO / "tests" / "runtime" / "flows"
@@ -126,9 +127,9 @@ def read_calls(calls: Path) -> list[tuple[str, str, int]]:
     return result
 
 
-class Crash(BaseException):
+class Crash(SimulatedKill):
     """Raised by a step function to stop the process's work on the spot, like a kill.
 
-    Not an ``Exception``: the runtime does not catch it, so nothing is appended after
+    A ``SimulatedKill``: the runtime records nothing for it, so nothing is appended after
     the events already committed (the run lock is released, as the kernel would).
     """

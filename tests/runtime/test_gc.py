@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from little_workflow.durable import FileLock
-from little_workflow.errors import ConfigError
+from little_workflow.errors import ConfigError, SupervisorError
 from little_workflow.events import RunStatus
 from little_workflow.lwir import OutputStep, Workflow
 from little_workflow.runtime import Continue, Cycle, Done, GcReport, Runtime
@@ -268,10 +268,11 @@ async def test_cycles_of_an_unfinished_outer_loop_stay(rt: Runtime) -> None:
             raise RuntimeError("supervisor down")
         return Continue()
 
-    with pytest.raises(RuntimeError, match="supervisor down"):
+    with pytest.raises(SupervisorError, match="supervisor down") as caught:
         await rt.run_outer_loop(
             tick, {}, max_outer_cycles=3, supervise=stop_at_two, outer_loop_id="ol_gc"
         )
+    assert isinstance(caught.value.__cause__, RuntimeError)
     cycles = {info.run_id for info in await rt.events.list_runs(workflow="tick")}
     assert len(cycles) == 2
     report = await rt.gc(ALL, grace=NO_GRACE)

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from little_workflow.codec import JsonValue
-from little_workflow.errors import LockTimeoutError
+from little_workflow.errors import LockTimeoutError, SupervisorError
 from little_workflow.runtime import Continue, Cycle, Done, Runtime, StepContext
 from tests.runtime.outer_support import (
     ANSWER_ENV,
@@ -194,7 +194,7 @@ async def test_a_new_runtime_object_resumes_what_another_committed(
         return supervise(cycle)
 
     async with Runtime(data) as rt:
-        with pytest.raises(RuntimeError):
+        with pytest.raises(SupervisorError):
             await rt.run_outer_loop(
                 FLOW, INPUT, max_outer_cycles=2, supervise=stop_after_one, outer_loop_id="ol_fresh"
             )

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from little_workflow.codec import sha256_digest
-from little_workflow.errors import CorruptDataError, RunFailedError
+from little_workflow.errors import CorruptDataError, RunFailedError, SupervisorError
 from little_workflow.lwir import definition_hash, load_workflow
 from little_workflow.runtime import Continue, Cycle, Done
 from tests.runtime.outer_support import (
@@ -75,7 +75,7 @@ def broken_at(number: int) -> Any:
 async def unfinished(data: Path, loop_id: str, *, at: int = 2) -> None:
     """A loop with ``at - 1`` cycles recorded and cycle ``at``'s (completed) run pending."""
     async with runtime(data) as rt:
-        with pytest.raises(RuntimeError, match="broke"):
+        with pytest.raises(SupervisorError, match="broke"):
             await rt.run_outer_loop(
                 FLOW, INPUT, max_outer_cycles=3, supervise=broken_at(at), outer_loop_id=loop_id
             )
