@@ -10,7 +10,9 @@ errors (``sqlite3``, ``psycopg``, ``OSError``) are translated at the boundary wi
     LittleWorkflowError                      little_workflow_error
     ├── ConfigError                          config_error (and seed codes such as
     │   │                                      CHECKPOINT_SCHEMA_MISMATCH)
-    │   └── ToolDefinitionError              tool_definition_error
+    │   ├── ToolDefinitionError              tool_definition_error
+    │   └── FunctionNotAllowedError          function_not_allowed (a computed workflow
+    │                                          names a function the runtime was not given)
     ├── InvalidInputError                    invalid_input
     │   ├── InvalidIdError                   invalid_id
     │   ├── InvalidKeyError                  invalid_key
@@ -79,6 +81,7 @@ __all__ = [
     "CorruptDataError",
     "FrameError",
     "FrameTooLargeError",
+    "FunctionNotAllowedError",
     "InvalidAddressError",
     "InvalidForkPointError",
     "InvalidIdError",
@@ -157,6 +160,23 @@ class ToolDefinitionError(ConfigError):
     """A Python callable cannot be a tool: a parameter's type has no JSON schema, ..."""
 
     code = "tool_definition_error"
+
+
+class FunctionNotAllowedError(ConfigError):
+    """A workflow computed at run time names a function this runtime was not given.
+
+    A document a model wrote (a planner's answer, any ``definition:`` a step computed) is
+    data: its ``fn`` may name only a function registered with the runtime, never one to
+    import. ``step_path`` is where the document names it, ``function`` the reference.
+    Nothing was imported or called.
+    """
+
+    code = "function_not_allowed"
+
+    def __init__(self, message: str, *, step_path: str, function: str) -> None:
+        super().__init__(message)
+        self.step_path = step_path
+        self.function = function
 
 
 class InvalidInputError(LittleWorkflowError):

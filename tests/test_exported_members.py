@@ -43,6 +43,7 @@ def test_public_names_are_pinned() -> None:
         "ExecuteStep",
         "FrameError",
         "FrameTooLargeError",
+        "FunctionNotAllowedError",
         "Happened",
         "InvalidAddressError",
         "InvalidForkPointError",

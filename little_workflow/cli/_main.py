@@ -200,6 +200,9 @@ class Options:
     faults: str | None
     #: The largest payload a run may store (``None``: the runtime's default, 64 MiB).
     max_payload_bytes: int | None = None
+    #: Whether a workflow file's ``fn`` may name a function to import (not only the
+    #: setup's); ``--no-import-functions`` turns it off.
+    import_functions: bool = True
 
 
 def _fail(message: str, code: int) -> NoReturn:
@@ -319,6 +322,13 @@ def parse_json_option(text: str | None, what: str) -> Any:
     "of JSON; a larger one stops the run at its step, resumable [env "
     "LITTLE_WORKFLOW_MAX_PAYLOAD_BYTES; default 67108864 (64 MiB)].",
 )
+@click.option(
+    "--no-import-functions",
+    is_flag=True,
+    help="Call only the setup's functions: a workflow file's fn naming any other is refused "
+    "(function_not_allowed), nothing imported. For workflow files you did not write; a "
+    "workflow computed at run time (a planner's) is held to this always.",
+)
 @click.option("--debug", is_flag=True, help="Show tracebacks.")
 @click.pass_context
 def cli(
@@ -329,6 +339,7 @@ def cli(
     lock_timeout: float,
     setup: str | None,
     max_payload_bytes: int | None,
+    no_import_functions: bool,
     debug: bool,
 ) -> None:
     """Durable execution for LLM-agent workflows."""
@@ -344,6 +355,7 @@ def cli(
         setup=setup or os.environ.get("LITTLE_WORKFLOW_SETUP") or None,
         faults=os.environ.get(FAULT_ENV) or None,
         max_payload_bytes=max_payload_bytes,
+        import_functions=not no_import_functions,
     )
     # Like `python -m`, make modules in the current directory importable, so that a
     # workflow's `fn: mymodule:function` finds mymodule.py next to the user.

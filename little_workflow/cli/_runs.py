@@ -25,6 +25,7 @@ def _runtime(options: Options) -> Any:
         lock_timeout=options.lock_timeout,
         crash_after_events=options.crash_after_events,
         faults=options.faults,
+        import_functions=options.import_functions,
         **extra,
     )
 

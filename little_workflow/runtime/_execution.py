@@ -39,6 +39,7 @@ from little_workflow.errors import (
     CapabilityDriftError,
     ConfigError,
     CorruptDataError,
+    FunctionNotAllowedError,
     InvalidStepPathError,
     InvalidValueError,
     LwirError,
@@ -640,11 +641,17 @@ class RunExecution:
         else:
             assert step.fn is not None
             try:
+                # Checked when the run started too; checked again here, where the call
+                # is made, so no other path to a call can skip it.
+                self.runtime.functions.check_offered(
+                    step.fn,
+                    workflow=self.version.name,
+                    step=path,
+                    computed=not self.version.trusted,
+                )
                 function, takes_ctx = self.runtime.functions.resolve(step.fn)
             except ConfigError as exc:
-                raise _StepFailure(
-                    "runtime_config_error", str(exc), path=path, step_id=step.id
-                ) from exc
+                raise _config_failure(exc, path=path, step_id=step.id) from exc
             arguments = self._render(dict(step.with_), scope, step, path, "with")
             assert isinstance(arguments, dict)
             outbox = (
@@ -855,7 +862,11 @@ class RunExecution:
     async def _dynamic_workflow(
         self, step: SubWorkflowStep, path: str, scope: Scope
     ) -> WorkflowVersion:
-        """Validate, resolve and pin the workflow a ``definition`` evaluates to."""
+        """Validate, resolve and pin the workflow a ``definition`` evaluates to.
+
+        The document is data (a model may have written it): it is pinned as a computed,
+        untrusted version, checked without importing anything (``check_callables``).
+        """
         definition = self._render(step.definition, scope, step, path, "definition")
         if not isinstance(definition, dict):
             raise _StepFailure(
@@ -867,14 +878,12 @@ class RunExecution:
             )
         try:
             workflow = parse_workflow(definition, source=f"the definition of step {path!r}")
-            version = self.runtime.catalog.resolve(workflow)
+            version = self.runtime.catalog.resolve(workflow, computed=True)
             self.runtime.check_callables(version)
         except LwirError as exc:
             raise _StepFailure("invalid_workflow", str(exc), path=path, step_id=step.id) from exc
         except ConfigError as exc:
-            raise _StepFailure(
-                "runtime_config_error", str(exc), path=path, step_id=step.id
-            ) from exc
+            raise _config_failure(exc, path=path, step_id=step.id) from exc
         return await self.runtime.catalog.store(version)
 
     async def _started_version(self, sub_run_id: str | None) -> WorkflowVersion | None:
@@ -897,9 +906,19 @@ class RunExecution:
         if step.workflow is not None:
             child = self.version.child(step.workflow)
         else:
-            child = await self._started_version(sub_run_id) or await self._dynamic_workflow(
-                step, path, scope
-            )
+            started = await self._started_version(sub_run_id)
+            if started is None:
+                child = await self._dynamic_workflow(step, path, scope)
+            else:
+                child = started
+                try:
+                    # Checked here, as a failure of this step, not left to the sub-run
+                    # (whose check would escape the walk): the runtime may offer less
+                    # than when it was pinned. As computed whatever its record says (one
+                    # pinned before records said so).
+                    self.runtime.check_callables(child, trusted=False)
+                except ConfigError as exc:
+                    raise _config_failure(exc, path=path, step_id=step.id) from exc
         arguments = self._render(dict(step.with_), scope, step, path, "with")
         if sub_run_id is None:
             sub_run_id = new_id("run")
@@ -937,6 +956,12 @@ class RunExecution:
             ) from exc
         await self.append([self._completed(step, site, output)], sync=True)
         return output
+
+
+def _config_failure(exc: ConfigError, *, path: str, step_id: str) -> _StepFailure:
+    """A step that cannot run as configured: ``function_not_allowed`` keeps its own code."""
+    cause = exc.code if isinstance(exc, FunctionNotAllowedError) else "runtime_config_error"
+    return _StepFailure(cause, str(exc), path=path, step_id=step_id)
 
 
 def _first_failure(group: BaseExceptionGroup[BaseException]) -> BaseException:

@@ -1,12 +1,18 @@
 """Finding and calling the Python callables that ``execute`` and ``decision`` steps name.
 
 ``fn: "pkg.module:attr"`` is looked up first in the runtime's registry (names given to
-``Runtime(functions=...)``), then, unless the runtime was built with
-``import_functions=False``, imported: the module with ``importlib``, then the attribute
-path. A workflow file is code: it may name any importable callable, so a runtime that
-runs workflow files from people it does not trust should pass ``import_functions=False``
-and register what they may call. Private names (a part starting with ``_``) are never
-imported.
+``Runtime(functions=...)``, which a setup's ``functions`` fill), then, unless the runtime
+was built with ``import_functions=False``, imported: the module with ``importlib``, then
+the attribute path. Private names (a part starting with ``_``) are never imported.
+
+Who wrote the workflow decides which of the two a name may reach (README, "Trust
+model"). A workflow file, or a ``Workflow`` a program builds, is code: it may name any
+importable callable, as its author could call it. A workflow computed at run time (a
+planner's answer, any ``definition:`` a step evaluates; ``WorkflowVersion.trusted`` is
+false) is data a model may have written: its names reach the registry only, whatever
+``import_functions`` says, and checking one imports nothing (``check_offered``). A
+runtime that runs workflow files from people it does not trust passes
+``import_functions=False`` (``--no-import-functions``) and registers what they may call.
 
 A callable is called with the rendered ``with`` as keyword arguments. If it declares a
 parameter named ``ctx``, it also gets a ``StepContext`` (run id, step path, attempt,
@@ -23,7 +29,7 @@ from typing import Any
 
 from little_workflow.artifacts import ArtifactStore, StepArtifacts
 from little_workflow.codec import JsonValue
-from little_workflow.errors import ConfigError
+from little_workflow.errors import ConfigError, FunctionNotAllowedError
 from little_workflow.memory import MemoryStore
 from little_workflow.references import import_reference
 
@@ -86,6 +92,37 @@ class FunctionRegistry:
         self._functions = dict(functions or {})
         self._allow_import = allow_import
         self._cache: dict[str, tuple[Callable[..., Any], bool]] = {}
+
+    def check_offered(self, reference: str, *, workflow: str, step: str, computed: bool) -> None:
+        """Refuse ``reference`` unless this registry may give it to that workflow.
+
+        A computed workflow (``computed``) may name registered functions only; any other
+        one may also name one to import, unless imports are off. Imports nothing: a
+        module's import is code running, and a name a model wrote must not run anything,
+        even a refused one. ``FunctionNotAllowedError`` names the workflow, the step
+        (``step``: its path or id) and the function.
+        """
+        if reference in self._functions or (self._allow_import and not computed):
+            return
+        registered = ", ".join(sorted(self._functions)) or "none"
+        if computed:
+            why = (
+                "which this runtime was not given; a workflow computed at run time (a "
+                "planner's answer, a step's output) may call only registered functions, "
+                "never import one"
+            )
+        else:
+            why = (
+                "which is not registered, and this runtime imports no function by name "
+                "(import_functions=False, --no-import-functions)"
+            )
+        raise FunctionNotAllowedError(
+            f"workflow {workflow!r} step {step!r} calls function {reference!r}, {why} "
+            f"(registered: {registered}); register it with Runtime(functions={{...}}) or "
+            "a setup's functions",
+            step_path=step,
+            function=reference,
+        )
 
     def resolve(self, reference: str) -> tuple[Callable[..., Any], bool]:
         """The callable ``reference`` names, and whether it takes ``ctx``; else ``ConfigError``."""

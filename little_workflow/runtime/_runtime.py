@@ -181,7 +181,11 @@ class Runtime:
     ``workflows`` are registered by name for ``workflow:`` steps; ``functions``
     registers step functions by reference; ``tools`` are the tools ``tool`` steps call
     and agents are offered (``Tool``s or typed callables, or a name → callable
-    mapping); ``model_slots`` maps slot names to ``ModelSlot``s. ``sleep`` replaces
+    mapping); ``model_slots`` maps slot names to ``ModelSlot``s. A workflow file (or
+    ``Workflow``) may also name a function to import, unless ``import_functions=False``;
+    a workflow computed at run time (``run_goal``'s plan, any ``definition:``) may call
+    registered functions only, whatever ``import_functions`` says (README, "Trust
+    model"). ``sleep`` replaces
     ``asyncio.sleep`` for retry backoff (tests make it instant). ``crash_after_events``
     and ``faults`` are fault injection for crash tests (see ``_faults``).
 
@@ -827,13 +831,24 @@ class Runtime:
         path = Path(workflow).absolute()
         return load_workflow(path), path
 
-    def check_callables(self, version: WorkflowVersion) -> None:
-        """Fail before anything is written if a step names a function or tool we lack."""
+    def check_callables(self, version: WorkflowVersion, *, trusted: bool | None = None) -> None:
+        """Fail before anything is written if a step names a function or tool we lack.
+
+        A computed version (``version.trusted`` false, or ``trusted=False`` from a caller
+        that knows it was computed) may name registered functions only, and is checked
+        without importing anything; a function it may not call (or, with imports off, any
+        unregistered one) is ``FunctionNotAllowedError``. Its sub-workflows are checked by
+        their own trust.
+        """
+        trusted = version.trusted if trusted is None else trusted and version.trusted
         for step in _steps(version.workflow.steps):
             if isinstance(step, DecisionStep) and step.agent is not None:
                 resolve_slot(self.model_slots, step.agent.slot)
                 self._check_tools(version, step.id, step.agent.tools)
             elif isinstance(step, ExecuteStep | DecisionStep) and step.fn is not None:
+                self.functions.check_offered(
+                    step.fn, workflow=version.name, step=step.id, computed=not trusted
+                )
                 self.functions.resolve(step.fn)
             elif isinstance(step, ToolStep):
                 self._check_tools(version, step.id, (step.tool,))

@@ -26,12 +26,24 @@ instead of dumping and hashing every step again. They are derived data, never pa
 version id: a record without them (pinned before they were stored) loads as before and
 its identities are computed on first use; one whose list does not fit its definition is
 rejected as corrupt.
+
+A version also says who wrote it (``trusted``). One resolved from a file or a
+``Workflow`` a program gave is the developer's code; one computed at run time (the
+document a ``definition:`` step evaluates to, such as a planner's answer) is data a model
+may have written, and its ``fn`` reaches only registered functions (README, "Trust
+model"). A computed version's record says ``"computed": true`` and its version id hashes
+that too, so the flag is pinned with the definition: a resume on any machine, a worker's
+or a fork's, loads the version with the trust it started with, and a record whose flag
+was flipped no longer hashes to its id. A trusted version's id and record are what they
+were before the flag existed. A computed version's sub-workflows are registered ones
+(it has no file to be relative to), which are the developer's, so they stay trusted; a
+``definition:`` inside a computed workflow is computed again, so it stays untrusted.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -75,6 +87,9 @@ class WorkflowVersion:
     source: str | None = None
     #: Step identities computed so far, by ``id()`` of the step model (see ``identity``).
     _identities: dict[int, str] = field(default_factory=dict, compare=False, repr=False)
+    #: ``False`` for a workflow computed at run time (a model may have written it): its
+    #: functions must be registered ones (see the module docstring).
+    trusted: bool = True
     #: The canonical definition, when resolving computed it already (what a record holds).
     _definition: dict[str, JsonValue] | None = field(default=None, compare=False, repr=False)
 
@@ -145,9 +160,10 @@ def edited_version(version: WorkflowVersion, workflow: Workflow) -> WorkflowVers
     return WorkflowVersion(
         workflow=workflow,
         definition_hash=digest,
-        version_id=_version_id(digest, version.children),
+        version_id=_version_id(digest, version.children, trusted=version.trusted),
         children=version.children,
         source=version.source,
+        trusted=version.trusted,
     )
 
 
@@ -176,11 +192,16 @@ def _is_file(reference: str) -> bool:
     return reference.endswith((".json", ".yaml", ".yml")) or "/" in reference
 
 
-def _version_id(digest: str, children: Mapping[str, WorkflowVersion]) -> str:
+def _version_id(
+    digest: str, children: Mapping[str, WorkflowVersion], *, trusted: bool = True
+) -> str:
     identity: dict[str, JsonValue] = {
         "definitionHash": digest,
         "refs": {ref: child.version_id for ref, child in sorted(children.items())},
     }
+    if not trusted:
+        # Only when computed: a trusted version's id is what it was before trust existed.
+        identity["computed"] = True
     return "wv_" + sha256_digest(identity).removeprefix("sha256:")[:16]
 
 
@@ -198,9 +219,22 @@ class WorkflowCatalog:
         """Resolve ``workflow``'s sub-workflows (``source``: the file it came from), store all."""
         return await self.store(self.resolve(workflow, source=source))
 
-    def resolve(self, workflow: Workflow, *, source: Path | None = None) -> WorkflowVersion:
-        """Resolve ``workflow``'s sub-workflows without storing anything (see ``store``)."""
-        return self._resolve(workflow, source, stack=())
+    def resolve(
+        self, workflow: Workflow, *, source: Path | None = None, computed: bool = False
+    ) -> WorkflowVersion:
+        """Resolve ``workflow``'s sub-workflows without storing anything (see ``store``).
+
+        ``computed``: the workflow was computed at run time (a model may have written it),
+        so the version is untrusted; its sub-workflows are the registered ones it names.
+        """
+        version = self._resolve(workflow, source, stack=())
+        if not computed:
+            return version
+        return replace(
+            version,
+            trusted=False,
+            version_id=_version_id(version.definition_hash, version.children, trusted=False),
+        )
 
     async def store(self, version: WorkflowVersion) -> WorkflowVersion:
         """Store a resolved version and its sub-workflows; return the one to run."""
@@ -285,6 +319,8 @@ class WorkflowCatalog:
             "source": version.source,
             "identities": list[JsonValue](version.identities()),
         }
+        if not version.trusted:
+            record["computed"] = True
         existing = await self._kv.get(key)
         if existing != record:
             await self._kv.set(key, record)
@@ -326,9 +362,12 @@ class WorkflowCatalog:
             if not isinstance(child_version, str):
                 raise CorruptDataError(f"stored workflow {key!r}: bad ref {reference!r}")
             children[reference] = await self.load(child_version, depth=depth + 1)
-        # The version id is a hash of the definition's hash and its children's ids, so
-        # an altered definition or ref shows here.
-        found = _version_id(digest, children)
+        computed = record.get("computed", False)
+        if not isinstance(computed, bool):
+            raise CorruptDataError(f"stored workflow {key!r}: 'computed' is not a boolean")
+        # The version id is a hash of the definition's hash, its children's ids and
+        # whether it was computed, so an altered definition, ref or flag shows here.
+        found = _version_id(digest, children, trusted=not computed)
         if found != version_id:
             raise CorruptDataError(f"stored workflow {key!r} hashes to {found}: it was altered")
         source = record.get("source")
@@ -338,6 +377,7 @@ class WorkflowCatalog:
             version_id=version_id,
             children=children,
             source=source if isinstance(source, str) else None,
+            trusted=not computed,
             _identities=_stored_identities(key, workflow, record.get("identities")),
         )
         self._loaded[version_id] = version
