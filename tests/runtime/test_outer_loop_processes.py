@@ -16,6 +16,8 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
+import pytest
+
 from little_workflow.runtime import FAULT_ENV
 from tests.runtime.outer_support import (
     ANSWER_ENV,
@@ -284,3 +286,116 @@ def test_the_cli_refuses_a_bad_supervise_reference(tmp_path: Path) -> None:
         assert result.returncode == 2, (reference, result.stderr)
         assert "--supervise" in result.stderr
     assert not calls.exists()
+
+
+def _stopped(process: subprocess.Popen[str], signum: signal.Signals, err: str) -> None:
+    """The documented exits of a ``loop`` caller stopped by a signal: Ctrl-C (SIGINT) is
+    exit 130 with a one-line message; SIGTERM ends it as its default action does."""
+    if signum == signal.SIGINT:
+        assert process.returncode == 130, err
+        assert err.strip().splitlines()[-1] == "error: interrupted; the run can be resumed"
+    else:
+        assert process.returncode == -signal.SIGTERM, err
+
+
+def _finished_and_consistent(data: Path, calls: Path) -> None:
+    """Both cycles were supervised once, and a later call returns the loop's result,
+    running nothing."""
+    assert supervised(calls) == [1, 2]
+    assert manifest(data, LOOP_ID)["result"]["kind"] == "done"
+    before = calls.read_text()
+    again = run_loop(data, calls, {DONE_AT_ENV: "2"})
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout) == {"answer": "first", "last": polished(2)}
+    assert calls.read_text() == before
+
+
+SIGNALS = pytest.mark.parametrize(
+    "signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"]
+)
+
+
+@SIGNALS
+def test_a_caller_waiting_for_the_loop_stopped_by_a_signal_leaves_it_to_its_holder(
+    tmp_path: Path, signum: signal.Signals
+) -> None:
+    data, calls = tmp_path / "data", tmp_path / "calls"
+    entered, release = tmp_path / "entered", tmp_path / "release"
+    env = environment(
+        calls, **{DONE_AT_ENV: "2", ENTERED_ENV: str(entered), RELEASE_ENV: str(release)}
+    )
+    holder = cli_popen(data, *loop_args(), env=env)
+    waiter: subprocess.Popen[str] | None = None
+    try:
+        wait_for_file(entered, holder)
+        waiter = cli_popen(data, *loop_args(), env=env)
+        # The second caller opens the store, then polls the loop's lock, which the first
+        # holds while it is inside cycle 1. The lock file is opened only for each try, so
+        # there is no trace of the wait to look for: give it a moment to get there.
+        deadline = time.monotonic() + 30
+        while not _has_open(waiter.pid, (data / "little-workflow.db").absolute()):
+            assert waiter.poll() is None, waiter.communicate()
+            assert time.monotonic() < deadline, "the second caller never opened the store"
+            time.sleep(0.01)
+        time.sleep(0.5)
+        assert waiter.poll() is None
+        waiter.send_signal(signum)
+        _, waiter_err = waiter.communicate(timeout=60)
+        release.touch()
+        out, err = holder.communicate(timeout=60)
+    finally:
+        for process in (holder, waiter):
+            if process is not None and process.poll() is None:
+                process.kill()
+                process.communicate()
+    _stopped(waiter, signum, waiter_err)
+    # The holder was not disturbed; the stopped caller ran nothing.
+    assert holder.returncode == 0, err
+    assert json.loads(out) == {"answer": "first", "last": polished(2)}
+    assert {line.split()[-1] for line in calls.read_text().splitlines()} == {str(holder.pid)}
+    assert_one_call_per_step(calls, [c["runId"] for c in manifest(data, LOOP_ID)["cycles"]])
+    _finished_and_consistent(data, calls)
+
+
+@SIGNALS
+def test_a_caller_driving_the_loop_stopped_by_a_signal_mid_cycle_resumes(
+    tmp_path: Path, signum: signal.Signals
+) -> None:
+    data, calls = tmp_path / "data", tmp_path / "calls"
+    entered, release = tmp_path / "entered", tmp_path / "release"
+    env = environment(
+        calls, **{DONE_AT_ENV: "2", ENTERED_ENV: str(entered), RELEASE_ENV: str(release)}
+    )
+    caller = cli_popen(data, *loop_args(), env=env)
+    try:
+        # Inside cycle 1's first step (a sync function, on a thread): stop the caller,
+        # then let the step's thread end, as a step would.
+        wait_for_file(entered, caller)
+        caller.send_signal(signum)
+        release.touch()
+        _, err = caller.communicate(timeout=60)
+    finally:
+        if caller.poll() is None:
+            caller.kill()
+            caller.communicate()
+    _stopped(caller, signum, err)
+    # The manifest names the cycle that was under way; the next call resumes it under the
+    # same run id, and the loop ends as an uninterrupted one does.
+    pending = manifest(data, LOOP_ID)["pendingCycleRunId"]
+    assert pending is not None
+    resumed = run_loop(data, calls, {DONE_AT_ENV: "2"})
+    assert resumed.returncode == 0, resumed.stderr
+    assert json.loads(resumed.stdout) == {"answer": "first", "last": polished(2)}
+    assert manifest(data, LOOP_ID)["cycles"][0]["runId"] == pending
+    # Each step ran once, but the one the signal cut off, which may have run again.
+    made, cut = steps(calls), (pending, "draft")
+    assert made.count(cut) in (1, 2)
+    if made.count(cut) == 2:
+        made.remove(cut)
+    run_ids = [cycle["runId"] for cycle in manifest(data, LOOP_ID)["cycles"]]
+    assert sorted(made) == sorted((run, path) for run in run_ids for path in ("draft", "polish"))
+    committed = [
+        fields["stepPath"] for kind, fields in events(data, pending) if kind == "StepCompleted"
+    ]
+    assert sorted(committed) == ["draft", "polish"]
+    _finished_and_consistent(data, calls)
