@@ -131,6 +131,37 @@ class FileLock:
             os.unlink(self.path)
         os.close(fd)
 
+    def in_use(self) -> bool:
+        """Whether some process holds this lock now (a look that takes nothing for long).
+
+        A holder recorded alive (its pid with its start time, so a reused pid does not
+        count) holds it. Otherwise the kernel is asked: a shared ``flock`` that is
+        refused means a holder the record does not name (one that has not written it
+        yet, or a child it forked); one that is granted, released at once, means nobody.
+        For that instant an ``acquire`` elsewhere waits one more poll, and a
+        ``try_acquire`` says no.
+        """
+        try:
+            fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return False  # released (release removes the file) or never taken
+        except OSError as exc:
+            raise StorageError(f"cannot open the lock file {str(self.path)!r}: {exc}") from exc
+        try:
+            owner = self.owner()
+            if owner is not None and is_alive(owner.process):
+                return True
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return True
+            except OSError as exc:
+                raise StorageError(f"cannot look at the lock {str(self.path)!r}: {exc}") from exc
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            return False
+        finally:
+            os.close(fd)
+
     def owner(self) -> LockOwner | None:
         """The holder recorded in the lock file, if it can be read."""
         try:

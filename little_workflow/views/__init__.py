@@ -8,26 +8,32 @@ command line and the browser cannot disagree about a run.
 from __future__ import annotations
 
 from little_workflow.views._read import (
+    INTERRUPTED,
     TERMINAL,
+    FindInterrupted,
     RunReader,
     RunSummary,
     RunView,
     StepRow,
     TreeNode,
     event_row,
+    reported_status,
     segments,
     step_rows,
     step_tree,
 )
 
 __all__ = [
+    "INTERRUPTED",
     "TERMINAL",
+    "FindInterrupted",
     "RunReader",
     "RunSummary",
     "RunView",
     "StepRow",
     "TreeNode",
     "event_row",
+    "reported_status",
     "segments",
     "step_rows",
     "step_tree",
