@@ -328,25 +328,32 @@ async def _follow(
     position = after
     quiet = unlooked = 0.0
     first = True
+    shown: str | None = None  # the run's status in the last view sent
     while True:
         # The status first: once it is terminal, the read below has every event.
         info = await log.get_run(run_id)
         records = await log.read(run_id, after=position, limit=_PAGE_LIMIT)
-        # Asked before the payload is built, so that the page's last view says so too; a
-        # run whose holder died after this look is found at a later one.
+        # Asked before a view is built, so that the page's last view says so too; a run
+        # whose holder dies after this look is found at a later one.
         interrupted = False
-        unfinished = info is not None and info.status is RunStatus.RUNNING
-        if info is not None and unfinished and not records and (first or unlooked >= _LOOK_SECONDS):
+        quiet_run = info is not None and info.status is RunStatus.RUNNING and not records
+        if (
+            info is not None
+            and quiet_run
+            and (first or shown == INTERRUPTED or unlooked >= _LOOK_SECONDS)
+        ):
             unlooked = 0.0
             interrupted = run_id in await backend.reader.interruptions([info])
-        if records or first or interrupted:
+        if records or first or (interrupted and shown != INTERRUPTED):
             first = False
             quiet = 0.0
             position = records[-1].seq if records else position
             caught_up = len(records) < _PAGE_LIMIT
+            view = await run_payload(run_id) if caught_up else None
+            shown = None if view is None else view["run"]["status"]
             update: dict[str, Any] = {
                 "events": [event_row(record) for record in records],
-                "run": await run_payload(run_id) if caught_up else None,
+                "run": view,
             }
             yield _sse("update", update, event_id=position)
             if not caught_up:

@@ -273,10 +273,11 @@
       once("failure", [run.failure, run.interruption], () => slots.failure.replaceChildren(
         run.failure ? failureBox(run) : run.interruption ? interruptedBox(run) : ""));
       once("steps", [payload.tree, run.status], () => {
-        const count = (status) => payload.steps.filter((s) => s.status === status).length;
+        const count = (status) => payload.steps.filter((s) => stepStatus(s, run) === status).length;
         slots.stepsCount.textContent = [
           `${count("completed")} done`,
           count("running") ? `${count("running")} running` : "",
+          count("interrupted") ? `${count("interrupted")} interrupted` : "",
           count("failed") ? `${count("failed")} failed` : "",
         ].filter(Boolean).join(" · ");
         slots.steps.replaceChildren(...stepTree(payload.tree, page, run));
