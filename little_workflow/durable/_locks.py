@@ -148,7 +148,7 @@ class FileLock:
         except OSError as exc:
             raise StorageError(f"cannot open the lock file {str(self.path)!r}: {exc}") from exc
         try:
-            owner = self.owner()
+            owner = _parse_owner(os.read(fd, _RECORD_LIMIT))
             if owner is not None and is_alive(owner.process):
                 return True
             try:
@@ -165,17 +165,9 @@ class FileLock:
     def owner(self) -> LockOwner | None:
         """The holder recorded in the lock file, if it can be read."""
         try:
-            record = json.loads(self.path.read_bytes() or b"null")
-        except (OSError, ValueError, RecursionError):
+            return _parse_owner(self.path.read_bytes())
+        except OSError:
             return None
-        if not isinstance(record, dict):
-            return None
-        process = ProcessIdentity.from_json(record.get("owner"))
-        acquired = record.get("acquiredAt")
-        # Bounded: describe() formats it, and localtime() of 1e18 raises.
-        if process is None or not isinstance(acquired, int | float) or not 0 <= acquired <= 1e11:
-            return None
-        return LockOwner(process, str(record.get("purpose", "")), float(acquired))
 
     async def __aenter__(self) -> FileLock:
         await self.acquire()
@@ -188,3 +180,23 @@ class FileLock:
         traceback: TracebackType | None,
     ) -> None:
         self.release()
+
+
+#: Far more than a record takes (about 100 bytes).
+_RECORD_LIMIT = 4096
+
+
+def _parse_owner(data: bytes) -> LockOwner | None:
+    """The holder a lock file's bytes record, or ``None`` if they record none."""
+    try:
+        record = json.loads(data or b"null")
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(record, dict):
+        return None
+    process = ProcessIdentity.from_json(record.get("owner"))
+    acquired = record.get("acquiredAt")
+    # Bounded: describe() formats it, and localtime() of 1e18 raises.
+    if process is None or not isinstance(acquired, int | float) or not 0 <= acquired <= 1e11:
+        return None
+    return LockOwner(process, str(record.get("purpose", "")), float(acquired))

@@ -17,7 +17,9 @@ Otherwise it is *interrupted*: nobody will carry it on until someone resumes it.
 The cost is a few system calls per unfinished run (a lock file opened and read), plus on
 PostgreSQL two queries for any number of runs (``pg_locks``, the queue) and one look per
 ancestor of a sub-run that nothing holds: cheap enough for every ``runs`` listing and for
-every poll of the UI's live stream.
+every poll of the UI's live stream. Measured on SQLite (a loaded 2-core machine): 50
+unfinished runs, half with a dead holder's lock file left behind, 2.5-3 ms in all, some
+50 µs a run; the warm ``runs`` page of those 50 went from about 1 ms to 4 ms.
 
 Rejected: recording the interruption as an event (by whom? the dead process cannot, and
 an observer writing into a run it does not hold would race its next holder), and judging
@@ -67,6 +69,7 @@ class _Checker:
         self._attended: set[str] = set()
         self._looked: set[str] = set()
         self._driven: dict[str, bool] = {}
+        self._locks: dict[str, FileLock] = {}
 
     async def look_at(self, run_ids: Sequence[str]) -> None:
         """Ask the store about ``run_ids`` at once (PostgreSQL: the locks, the queue)."""
@@ -85,8 +88,11 @@ class _Checker:
             self._attended.update(await self._store.queue.attended(wanted))
 
     def _lock(self, run_id: str) -> FileLock:
-        path = self._runtime.data_dir.lock_path("run", run_id)
-        return FileLock(path, purpose=f"run {run_id!r}")
+        lock = self._locks.get(run_id)
+        if lock is None:
+            path = self._runtime.data_dir.lock_path("run", run_id)
+            lock = self._locks[run_id] = FileLock(path, purpose=f"run {run_id!r}")
+        return lock
 
     async def driven(self, info: RunInfo) -> bool:
         """Whether a lock or a lease holds ``info``'s run or one of its ancestors."""
