@@ -11,7 +11,7 @@ import datetime
 import json
 import shlex
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import click
 
@@ -21,6 +21,7 @@ from little_workflow.cli._tables import print_table
 
 if TYPE_CHECKING:
     from little_workflow.events import RecordedEvent
+    from little_workflow.runtime import Runtime
     from little_workflow.views import RunReader, RunSummary, RunView
 
 #: ``RunStatus``'s values, in its order (a test checks them): spelled out so that a
@@ -103,7 +104,7 @@ def runs(
     print_table(columns, rows, "no runs")
 
 
-def _reader(runtime: Any) -> RunReader:
+def _reader(runtime: Runtime) -> RunReader:
     """The read model over ``runtime``'s store, telling interrupted runs from running ones."""
     from little_workflow.views import RunReader
 

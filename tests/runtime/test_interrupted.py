@@ -160,3 +160,36 @@ async def test_a_sub_run_is_interrupted_with_its_root_and_covered_by_its_roots_l
         assert view is not None
         assert view.summary.interrupted
         assert view.summary.status is RunStatus.RUNNING  # what its log says
+
+
+def test_the_resume_command_names_the_store_and_data_dir_in_use_without_a_password() -> None:
+    from little_workflow.cli._inspect import resume_command
+    from little_workflow.cli._main import Options
+
+    def options(data_dir: str, store: str | None) -> Options:
+        return Options(
+            data_dir=Path(data_dir),
+            store=store,
+            debug=False,
+            lock_timeout=60.0,
+            crash_after_events=None,
+            setup=None,
+            faults=None,
+        )
+
+    assert resume_command(options(".little-workflow", None), "run_x") == (
+        "little-workflow resume run_x"
+    )
+    assert resume_command(options("/srv/my data", None), "run_x") == (
+        "little-workflow --data-dir '/srv/my data' resume run_x"
+    )
+    url = "postgresql://ops:s3cret@db.internal:5432/flows?schema=prod"
+    command = resume_command(options(".little-workflow", url), "run_x")
+    assert "s3cret" not in command
+    assert shlex.split(command) == [
+        "little-workflow",
+        "--store",
+        "postgresql://ops:***@db.internal:5432/flows?schema=prod",
+        "resume",
+        "run_x",
+    ]
