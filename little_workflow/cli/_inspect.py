@@ -184,7 +184,11 @@ def _stuck_runs(options: Options, *, as_json: bool) -> None:
 @click.argument("run_id")
 @click.option("--type", "types", multiple=True, help="Only events of this type (repeatable).")
 @click.option("--after", type=click.IntRange(min=0), default=0, help="Only events past this seq.")
-@click.option("--follow", is_flag=True, help="Keep printing new events until the run ends.")
+@click.option(
+    "--follow",
+    is_flag=True,
+    help="Keep printing new events until the run ends (or is found interrupted).",
+)
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per line, for scripts.")
 @click.pass_obj
 def events(
@@ -196,7 +200,11 @@ def events(
     follow: bool,
     as_json: bool,
 ) -> None:
-    """Print RUN_ID's events in order (with --follow, as they are appended)."""
+    """Print RUN_ID's events in order (with --follow, as they are appended).
+
+    ``--follow`` stops when the run ends, or when it is found interrupted (its process
+    died: nobody will append to it until it is resumed), saying so on stderr.
+    """
     import asyncio
 
     from little_workflow.errors import ConfigError
@@ -206,6 +214,7 @@ def events(
         async with _runtime(options) as runtime:
             log = runtime.events
             position = after
+            polls = 0
             while True:
                 # The status first: once it is terminal, the read below has every event.
                 info = await log.get_run(run_id)
@@ -213,12 +222,25 @@ def events(
                     raise ConfigError(
                         f"there is no run {run_id!r} in this store", code="run_not_found"
                     )
-                for record in await log.read(run_id, after=position):
+                records = await log.read(run_id, after=position)
+                for record in records:
                     position = record.seq
                     if not types or record.type in types:
                         _print_event(record, as_json)
                 if not follow or info.status in TERMINAL:
                     return
+                # Nobody will append to a run whose process died: say so and stop, about
+                # once a second while nothing comes (as the UI's stream does).
+                if not records and polls % 5 == 0:
+                    interrupted = await runtime.interrupted_runs([info])
+                    if run_id in interrupted:
+                        click.echo(
+                            f"run {run_id} is interrupted: {interrupted[run_id]}; resume it "
+                            f"with: {resume_command(options, run_id)}",
+                            err=True,
+                        )
+                        return
+                polls += 1
                 await asyncio.sleep(0.2)
 
     execute(options, work)

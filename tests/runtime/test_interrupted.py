@@ -105,6 +105,15 @@ def test_a_killed_run_is_interrupted_in_runs_show_and_stuck_until_its_resume(
     assert listing.returncode == 0, listing.stderr
     assert command in listing.stdout
 
+    # Following its events stops (nobody will append any), saying why and what to do.
+    followed = cli(data, "events", "run_k", "--follow", "--json")
+    assert followed.returncode == 0, followed.stderr
+    assert [json.loads(line)["type"] for line in followed.stdout.splitlines()][-1] == (
+        "StepAttemptStarted"
+    )
+    assert followed.stderr.startswith("run run_k is interrupted: its process (pid ")
+    assert followed.stderr.rstrip().endswith(f"resume it with: {command}")
+
     # The command it gives is the one that carries the run on.
     files["release"].touch()
     words = shlex.split(stuck["command"])
