@@ -2,7 +2,9 @@
 
 It reads the event log and outer-loop manifests and never writes. A run's page is built
 from ``fold`` (``little_workflow.runtime``), like every other reading of a log, so the
-command line and the browser cannot disagree about a run.
+command line and the browser cannot disagree about a run. Whether an unfinished run is
+driven now is a fact about now, not in the log: a reader given ``Runtime.interrupted_runs``
+reports the ones nobody drives as ``interrupted``, once, for both.
 """
 
 from __future__ import annotations
