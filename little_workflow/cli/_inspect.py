@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import datetime
 import json
+import shlex
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
@@ -19,11 +21,15 @@ from little_workflow.cli._tables import print_table
 
 if TYPE_CHECKING:
     from little_workflow.events import RecordedEvent
-    from little_workflow.views import RunSummary, RunView
+    from little_workflow.runtime import Runtime
+    from little_workflow.views import RunReader, RunSummary, RunView
 
 #: ``RunStatus``'s values, in its order (a test checks them): spelled out so that a
 #: command's ``--help`` does not import the event models.
 RUN_STATUSES = ("running", "completed", "failed", "cancelled")
+#: What ``runs`` and ``show`` report: a run's logged status, or ``interrupted`` for an
+#: unfinished run nobody drives (``little_workflow.views.INTERRUPTED``).
+REPORTED_STATUSES = (*RUN_STATUSES, "interrupted")
 
 
 def _when(ts: float) -> str:
@@ -37,9 +43,9 @@ def _duration(seconds: float) -> str:
 @click.command()
 @click.option(
     "--status",
-    type=click.Choice(RUN_STATUSES),
+    type=click.Choice(REPORTED_STATUSES),
     default=None,
-    help="Only runs with this status.",
+    help="Only runs with this status (interrupted: unfinished, and its process is gone).",
 )
 @click.option("--workflow", default=None, help="Only runs of this workflow.")
 @click.option("--limit", type=click.IntRange(min=1), default=50, help="At most this many.")
@@ -47,8 +53,8 @@ def _duration(seconds: float) -> str:
 @click.option(
     "--stuck",
     is_flag=True,
-    help="Only runs nobody drives that need a look: expired worker leases, side-effect "
-    "intents without outcome.",
+    help="Only runs nobody drives that need a look: interrupted runs, expired worker leases, "
+    "side-effect intents without outcome; each with the command that carries it on.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
 @click.pass_obj
@@ -63,8 +69,7 @@ def runs(
     as_json: bool,
 ) -> None:
     """List runs, most recent first: id, workflow, status, steps done, events, started, duration."""
-    from little_workflow.events import RunStatus
-    from little_workflow.views import RunReader
+    from little_workflow.views import reported_status
 
     if stuck:
         _stuck_runs(options, as_json=as_json)
@@ -72,8 +77,8 @@ def runs(
 
     async def work() -> list[RunSummary]:
         async with _runtime(options) as runtime:
-            return await RunReader(runtime.events).summaries(
-                status=RunStatus(status) if status is not None else None,
+            return await _reader(runtime).summaries(
+                status=None if status is None else reported_status(status),
                 workflow=workflow,
                 sub_runs=sub_runs,
                 limit=limit,
@@ -87,7 +92,7 @@ def runs(
         (
             summary.run_id,
             summary.workflow or "-",
-            summary.status.value if summary.status is not None else "-",
+            summary.reported_status or "-",
             "?" if summary.steps_done is None else str(summary.steps_done),
             str(summary.events),
             _when(summary.created_at),
@@ -97,6 +102,50 @@ def runs(
     ]
     columns = ("run", "workflow", "status", "steps done", "events", "started", "duration")
     print_table(columns, rows, "no runs")
+
+
+def _reader(runtime: Runtime) -> RunReader:
+    """The read model over ``runtime``'s store, telling interrupted runs from running ones."""
+    from little_workflow.views import RunReader
+
+    return RunReader(runtime.events, interrupted=runtime.interrupted_runs)
+
+
+def resume_command(options: Options, run_id: str) -> str:
+    """The command line that resumes ``run_id`` in the store and data directory in use.
+
+    The global options are repeated when they are not the defaults; a password in the
+    store URL is shown as ``***`` (the command is printed, and printed output is kept).
+    """
+    words = ["little-workflow"]
+    if options.data_dir != Path(".little-workflow"):
+        words += ["--data-dir", str(options.data_dir)]
+    if options.store is not None:
+        words += ["--store", _without_password(options.store)]
+    return shlex.join([*words, "resume", run_id])
+
+
+def _without_password(url: str) -> str:
+    from urllib.parse import urlsplit, urlunsplit
+
+    try:
+        parts = urlsplit(url)
+        password = parts.password
+    except ValueError:
+        return url
+    if not password:
+        return url
+    user, _, host = parts.netloc.rpartition("@")
+    name = user.partition(":")[0]
+    return urlunsplit(parts._replace(netloc=f"{name}:***@{host}"))
+
+
+def _stuck_command(options: Options, reason: str, run_id: str) -> str:
+    if reason == "lease_expired":
+        # Workers claim such a run by themselves: what it lacks is one running.
+        store = [] if options.store is None else ["--store", _without_password(options.store)]
+        return shlex.join(["little-workflow", *store, "worker"])
+    return resume_command(options, run_id)
 
 
 def _stuck_runs(options: Options, *, as_json: bool) -> None:
@@ -118,20 +167,28 @@ def _stuck_runs(options: Options, *, as_json: bool) -> None:
                     "workerId": item.worker_id,
                     "stepPath": item.step_path,
                     "key": item.key,
+                    "command": _stuck_command(options, item.reason, item.run_id),
                 }
                 for item in found
             ]
         )
         return
-    rows = [(item.run_id, item.reason, item.detail) for item in found]
-    print_table(("run", "reason", "detail"), rows, "no stuck runs")
+    rows = [
+        (item.run_id, item.reason, item.detail, _stuck_command(options, item.reason, item.run_id))
+        for item in found
+    ]
+    print_table(("run", "reason", "detail", "command"), rows, "no stuck runs")
 
 
 @click.command()
 @click.argument("run_id")
 @click.option("--type", "types", multiple=True, help="Only events of this type (repeatable).")
 @click.option("--after", type=click.IntRange(min=0), default=0, help="Only events past this seq.")
-@click.option("--follow", is_flag=True, help="Keep printing new events until the run ends.")
+@click.option(
+    "--follow",
+    is_flag=True,
+    help="Keep printing new events until the run ends (or is found interrupted).",
+)
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per line, for scripts.")
 @click.pass_obj
 def events(
@@ -143,7 +200,11 @@ def events(
     follow: bool,
     as_json: bool,
 ) -> None:
-    """Print RUN_ID's events in order (with --follow, as they are appended)."""
+    """Print RUN_ID's events in order (with --follow, as they are appended).
+
+    ``--follow`` stops when the run ends, or when it is found interrupted (its process
+    died: nobody will append to it until it is resumed), saying so on stderr.
+    """
     import asyncio
 
     from little_workflow.errors import ConfigError
@@ -153,6 +214,7 @@ def events(
         async with _runtime(options) as runtime:
             log = runtime.events
             position = after
+            polls = 0
             while True:
                 # The status first: once it is terminal, the read below has every event.
                 info = await log.get_run(run_id)
@@ -160,12 +222,25 @@ def events(
                     raise ConfigError(
                         f"there is no run {run_id!r} in this store", code="run_not_found"
                     )
-                for record in await log.read(run_id, after=position):
+                records = await log.read(run_id, after=position)
+                for record in records:
                     position = record.seq
                     if not types or record.type in types:
                         _print_event(record, as_json)
                 if not follow or info.status in TERMINAL:
                     return
+                # Nobody will append to a run whose process died: say so and stop, about
+                # once a second while nothing comes (as the UI's stream does).
+                if not records and polls % 5 == 0:
+                    interrupted = await runtime.interrupted_runs([info])
+                    if run_id in interrupted:
+                        click.echo(
+                            f"run {run_id} is interrupted: {interrupted[run_id]}; resume it "
+                            f"with: {resume_command(options, run_id)}",
+                            err=True,
+                        )
+                        return
+                polls += 1
                 await asyncio.sleep(0.2)
 
     execute(options, work)
@@ -196,11 +271,11 @@ def _print_event(record: RecordedEvent, as_json: bool) -> None:
 def show(options: Options, *, run_id: str, as_json: bool) -> None:
     """Show RUN_ID's steps as a tree: paths, visits, statuses, attempts, timings."""
     from little_workflow.errors import ConfigError
-    from little_workflow.views import RunReader, step_tree
+    from little_workflow.views import step_tree
 
     async def work() -> RunView:
         async with _runtime(options) as runtime:
-            view = await RunReader(runtime.events).view(run_id)
+            view = await _reader(runtime).view(run_id)
             if view is None:
                 raise ConfigError(f"there is no run {run_id!r} in this store", code="run_not_found")
             return view
@@ -212,7 +287,9 @@ def show(options: Options, *, run_id: str, as_json: bool) -> None:
             {
                 "runId": run_id,
                 "workflow": summary.workflow,
-                "status": summary.status.value if summary.status is not None else None,
+                "status": summary.reported_status,
+                "interruption": summary.interruption,
+                "resumeCommand": (resume_command(options, run_id) if summary.interrupted else None),
                 "stepsDone": summary.steps_done,
                 "steps": [row.to_json() for row in view.steps],
                 "subRuns": [sub.to_json() for sub in view.sub_runs],
@@ -223,7 +300,7 @@ def show(options: Options, *, run_id: str, as_json: bool) -> None:
     from rich.markup import escape
     from rich.tree import Tree
 
-    state = summary.status.value if summary.status is not None else "-"
+    state = summary.reported_status or "-"
     tree = Tree(f"[bold]{escape(run_id)}[/]  {escape(summary.workflow or '-')}  {state}")
     # Depth-first order: the latest node at each depth is the parent of the next deeper one.
     parents = [tree]
@@ -249,11 +326,17 @@ def show(options: Options, *, run_id: str, as_json: bool) -> None:
         parents.append(parents[node.depth].add(label))
     console = Console()
     console.print(tree)
+    if summary.interrupted:
+        console.print(
+            f"interrupted: {summary.interruption}; nobody drives it. Resume it with: "
+            f"{resume_command(options, run_id)}",
+            markup=False,
+        )
     # Sub-runs an agent started (an orchestrator's start_workflow) hang off no step path.
     by_step = {row.sub_run_id for row in view.steps if row.sub_run_id}
     started = [sub for sub in view.sub_runs if sub.run_id not in by_step]
     if started:
         console.print("sub-runs started by agents:")
         for sub in started:
-            status = sub.status.value if sub.status is not None else "-"
+            status = sub.reported_status or "-"
             console.print(f"  {sub.run_id}  {sub.workflow or '-'}  {status}", markup=False)

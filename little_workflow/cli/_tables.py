@@ -23,7 +23,13 @@ _WHOLE = frozenset(
 )
 _RIGHT = frozenset({"size", "events", "steps done", "keys", "cycle"})
 #: Colours of a status cell.
-STATUS_STYLES = {"completed": "green", "failed": "red", "running": "yellow", "cancelled": "dim"}
+STATUS_STYLES = {
+    "completed": "green",
+    "failed": "red",
+    "running": "yellow",
+    "cancelled": "dim",
+    "interrupted": "magenta",
+}
 
 
 def stdout_console() -> Console:

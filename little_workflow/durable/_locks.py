@@ -131,20 +131,43 @@ class FileLock:
             os.unlink(self.path)
         os.close(fd)
 
+    def in_use(self) -> bool:
+        """Whether some process holds this lock now (a look that takes nothing for long).
+
+        A holder recorded alive (its pid with its start time, so a reused pid does not
+        count) holds it. Otherwise the kernel is asked: a shared ``flock`` that is
+        refused means a holder the record does not name (one that has not written it
+        yet, or a child it forked); one that is granted, released at once, means nobody.
+        For that instant an ``acquire`` elsewhere waits one more poll, and a
+        ``try_acquire`` says no.
+        """
+        try:
+            fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return False  # released (release removes the file) or never taken
+        except OSError as exc:
+            raise StorageError(f"cannot open the lock file {str(self.path)!r}: {exc}") from exc
+        try:
+            owner = _parse_owner(os.read(fd, _RECORD_LIMIT))
+            if owner is not None and is_alive(owner.process):
+                return True
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return True
+            except OSError as exc:
+                raise StorageError(f"cannot look at the lock {str(self.path)!r}: {exc}") from exc
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            return False
+        finally:
+            os.close(fd)
+
     def owner(self) -> LockOwner | None:
         """The holder recorded in the lock file, if it can be read."""
         try:
-            record = json.loads(self.path.read_bytes() or b"null")
-        except (OSError, ValueError, RecursionError):
+            return _parse_owner(self.path.read_bytes())
+        except OSError:
             return None
-        if not isinstance(record, dict):
-            return None
-        process = ProcessIdentity.from_json(record.get("owner"))
-        acquired = record.get("acquiredAt")
-        # Bounded: describe() formats it, and localtime() of 1e18 raises.
-        if process is None or not isinstance(acquired, int | float) or not 0 <= acquired <= 1e11:
-            return None
-        return LockOwner(process, str(record.get("purpose", "")), float(acquired))
 
     async def __aenter__(self) -> FileLock:
         await self.acquire()
@@ -157,3 +180,23 @@ class FileLock:
         traceback: TracebackType | None,
     ) -> None:
         self.release()
+
+
+#: Far more than a record takes (about 100 bytes).
+_RECORD_LIMIT = 4096
+
+
+def _parse_owner(data: bytes) -> LockOwner | None:
+    """The holder a lock file's bytes record, or ``None`` if they record none."""
+    try:
+        record = json.loads(data or b"null")
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(record, dict):
+        return None
+    process = ProcessIdentity.from_json(record.get("owner"))
+    acquired = record.get("acquiredAt")
+    # Bounded: describe() formats it, and localtime() of 1e18 raises.
+    if process is None or not isinstance(acquired, int | float) or not 0 <= acquired <= 1e11:
+        return None
+    return LockOwner(process, str(record.get("purpose", "")), float(acquired))

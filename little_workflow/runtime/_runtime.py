@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import json
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -58,6 +58,7 @@ from little_workflow.runtime._faults import CrashAfterEvents, FaultPoints
 from little_workflow.runtime._fork import SAME_INPUT, fork_hint, fork_run
 from little_workflow.runtime._functions import FunctionRegistry
 from little_workflow.runtime._gc import FINISHED, GcReport, collect_garbage
+from little_workflow.runtime._liveness import interrupted_runs
 from little_workflow.runtime._outer import (
     OuterLoopManifest,
     OuterLoopOutcome,
@@ -80,6 +81,7 @@ from little_workflow.storage import (
     FileStorage,
     ManagedStorage,
     PayloadLog,
+    RunInfo,
     RunQueue,
     Store,
     StoreSpec,
@@ -727,6 +729,12 @@ class Runtime:
     async def stuck_runs(self) -> list[StuckRun]:
         """Runs nobody drives that need a look: expired leases, intents without outcome."""
         return await find_stuck_runs(self)
+
+    async def interrupted_runs(self, runs: Sequence[RunInfo]) -> dict[str, str]:
+        """Of ``runs``, the unfinished ones nobody drives now (their process died): run id
+        -> one line saying why. Derived, never recorded (``runtime/_liveness.py``)."""
+        await self.open()
+        return await interrupted_runs(self, runs)
 
     async def lease_holder(self, state: RunState) -> str | None:
         """The worker whose live lease covers ``state``'s run, if any.

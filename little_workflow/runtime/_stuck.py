@@ -1,6 +1,6 @@
 """Runs that need a look: ``little-workflow runs --stuck``.
 
-Two kinds, both of runs that nobody is driving now:
+Three kinds, all of runs that nobody is driving now:
 
 * ``lease_expired``: a submitted run whose worker's lease ran out (the worker died,
   paused or lost the database) and that no worker has claimed again yet. Workers claim
@@ -8,8 +8,11 @@ Two kinds, both of runs that nobody is driving now:
 * ``intent_unreconciled``: an unfinished run with a side effect whose intent has no
   outcome (a crash mid-dispatch). Its next resume (or claim) reconciles it; until then
   nobody knows whether the effect happened.
+* ``interrupted``: any other unfinished run whose process died (``runtime/_liveness.py``):
+  nothing carries it on until someone resumes it.
 
-A run that a worker's live lease or a local run lock holds is in flight, not stuck.
+A run that a worker's live lease or a local run lock holds is in flight, not stuck. A run
+listed for an expired lease or an open intent is not listed again as ``interrupted``.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ class StuckRun:
     """One run that needs a look, and why."""
 
     run_id: str
-    reason: Literal["lease_expired", "intent_unreconciled"]
+    reason: Literal["lease_expired", "intent_unreconciled", "interrupted"]
     #: One line for a person.
     detail: str
     worker_id: str | None = None
@@ -61,21 +64,27 @@ async def find_stuck_runs(runtime: Runtime) -> list[StuckRun]:
                     worker_id=entry.worker_id,
                 )
             )
-    for info in await runtime.events.list_runs(status=RunStatus.RUNNING, limit=MAX_SCANNED):
+    listed = {item.run_id for item in found}
+    unfinished = await runtime.events.list_runs(status=RunStatus.RUNNING, limit=MAX_SCANNED)
+    interrupted = await runtime.interrupted_runs(unfinished)
+    for info in unfinished:
         state = await runtime.get_state(info.run_id)
         open_intents = [record for record in state.steps.values() if record.open_intent is not None]
-        if not open_intents or await _in_flight(runtime, state):
-            continue
-        found.extend(
-            StuckRun(
-                run_id=info.run_id,
-                reason="intent_unreconciled",
-                detail=f"step {record.path}: intent {record.open_intent} has no outcome",
-                step_path=record.path,
-                key=record.open_intent,
+        if open_intents and (info.run_id in interrupted or not await _in_flight(runtime, state)):
+            found.extend(
+                StuckRun(
+                    run_id=info.run_id,
+                    reason="intent_unreconciled",
+                    detail=f"step {record.path}: intent {record.open_intent} has no outcome",
+                    step_path=record.path,
+                    key=record.open_intent,
+                )
+                for record in open_intents
             )
-            for record in open_intents
-        )
+        elif info.run_id in interrupted and info.run_id not in listed:
+            found.append(
+                StuckRun(run_id=info.run_id, reason="interrupted", detail=interrupted[info.run_id])
+            )
     return found
 
 

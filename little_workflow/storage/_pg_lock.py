@@ -25,6 +25,7 @@ import contextlib
 import hashlib
 import time
 import weakref
+from collections.abc import Iterable
 
 import psycopg
 from psycopg import AsyncConnection
@@ -33,7 +34,7 @@ from psycopg.rows import TupleRow
 from little_workflow.errors import LockTimeoutError
 from little_workflow.storage._postgres_db import PostgresDatabase
 
-__all__ = ["PostgresRunLock"]
+__all__ = ["PostgresRunLock", "held_run_locks"]
 
 _HOLDER = """
 SELECT a.pid, a.application_name, COALESCE(host(a.client_addr), 'local'), a.backend_start
@@ -42,6 +43,15 @@ WHERE l.locktype = 'advisory' AND l.granted
   AND l.classid = ((%(key)s::bigint >> 32) & 4294967295)::oid
   AND l.objid = (%(key)s::bigint & 4294967295)::oid AND l.objsubid = 1
 LIMIT 1
+"""
+
+# Every run lock granted in this database now, as the signed key pg_try_advisory_lock took
+# (a bigint key is stored as its high and low 32 bits in classid and objid).
+_HELD = """
+SELECT (l.classid::bigint << 32) | l.objid::bigint
+FROM pg_catalog.pg_locks l
+WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
+  AND l.database = (SELECT oid FROM pg_catalog.pg_database WHERE datname = current_database())
 """
 
 
@@ -180,3 +190,18 @@ class PostgresRunLock:
         if self._held:
             self._held = False
             await _session(self._database).unlock(self.key)
+
+
+async def held_run_locks(database: PostgresDatabase, run_ids: Iterable[str]) -> set[str]:
+    """Which of ``run_ids`` a session (of any process, on any machine) holds the lock of.
+
+    One query for all of them, whatever their number: ``runs`` asks this of every
+    unfinished run it lists.
+    """
+    keys = {lock_key(database.schema, run_id): run_id for run_id in run_ids}
+    if not keys:
+        return set()
+    async with database.connection("list the run locks held") as conn:
+        cursor = await conn.execute(_HELD)
+        rows = await cursor.fetchall()
+    return {keys[row[0]] for row in rows if row[0] in keys}

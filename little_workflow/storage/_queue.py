@@ -112,6 +112,11 @@ class RunQueue(Protocol):
         """The worker whose unexpired lease holds ``run_id`` now, by the server's clock."""
         ...
 
+    async def attended(self, run_ids: Sequence[str]) -> set[str]:
+        """Which of ``run_ids`` the queue looks after now: queued for a worker, or held
+        under an unexpired lease (server clock). One query for all of them."""
+        ...
+
     async def settle(self, run_id: str, outcome: str) -> bool:
         """Mark a run nobody holds (queued, or its lease expired) done with ``outcome``.
 

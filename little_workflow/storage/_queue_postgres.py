@@ -91,6 +91,11 @@ _HOLDER: Final = f"""
 SELECT worker_id FROM run_queue
 WHERE run_id = %s AND state = 'leased' AND lease_expires_at >= {_NOW}
 """
+_ATTENDED: Final = f"""
+SELECT run_id FROM run_queue
+WHERE run_id = ANY(%s::text[])
+  AND (state = 'queued' OR (state = 'leased' AND lease_expires_at >= {_NOW}))
+"""
 # Row-locked like a claim (SKIP LOCKED: a row a worker is claiming or appending under is
 # not ours to settle), so a claim cannot take the run between the check and the update.
 _SETTLE: Final = f"""
@@ -244,6 +249,16 @@ class PostgresRunQueue:
             cursor = await conn.execute(_HOLDER, [run_id])
             row = await cursor.fetchone()
         return None if row is None else str(row[0])
+
+    async def attended(self, run_ids: Sequence[str]) -> set[str]:
+        """The runs among ``run_ids`` that are queued or under an unexpired lease."""
+        wanted = [validate_id(run_id, what="run id") for run_id in run_ids]
+        if not wanted:
+            return set()
+        doing = f"read the queue rows of {len(wanted)} run(s)"
+        async with self._database.connection(doing) as conn:
+            cursor = await conn.execute(_ATTENDED, [wanted])
+            return {str(row[0]) for row in await cursor.fetchall()}
 
     async def settle(self, run_id: str, outcome: str) -> bool:
         """Mark the run done with ``outcome`` if nobody holds it."""

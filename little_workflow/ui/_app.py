@@ -9,6 +9,9 @@ the page to the server, and an ``EventSource`` reconnects and resumes by itself,
 ``Last-Event-ID``), and a change feed in the storage layer (SQLite has none across
 processes; polling one index row per open page is cheap).
 
+A run whose process died is reported ``interrupted`` (``Runtime.interrupted_runs``, through
+the read model): its page stops counting, and its stream ends, as for a finished run.
+
 Nothing here writes: the UI never changes a run.
 """
 
@@ -43,13 +46,15 @@ from little_workflow.ids import validate_id
 from little_workflow.runtime import Runtime
 from little_workflow.ui._artifacts import Artifacts
 from little_workflow.ui._security import Guard
-from little_workflow.views import TERMINAL, RunReader, event_row
+from little_workflow.views import INTERRUPTED, TERMINAL, RunReader, event_row, reported_status
 
 __all__ = ["create_app"]
 
 STATIC = Path(__file__).resolve().parent / "static"
 _PAGE_LIMIT = 500
 _KEEPALIVE_SECONDS = 15.0
+#: How often a stream that sees no new events asks whether its run was interrupted.
+_LOOK_SECONDS = 1.0
 
 
 class _Backend:
@@ -68,7 +73,7 @@ class _Backend:
     @contextlib.asynccontextmanager
     async def lifespan(self, _app: Starlette) -> AsyncIterator[None]:
         await self.runtime.open()
-        self._reader = RunReader(self.runtime.events)
+        self._reader = RunReader(self.runtime.events, interrupted=self.runtime.interrupted_runs)
         try:
             yield
         finally:
@@ -109,11 +114,13 @@ class _Api:
 
     async def runs(self, request: Request) -> Response:
         status = request.query_params.get("status") or None
-        if status is not None and status not in {item.value for item in RunStatus}:
-            raise HTTPException(400, f"unknown status {status!r}")
+        try:
+            wanted = None if status is None else reported_status(status)
+        except ValueError:
+            raise HTTPException(400, f"unknown status {status!r}") from None
         parent = request.query_params.get("parent") or None
         found = await self.backend.reader.summaries(
-            status=None if status is None else RunStatus(status),
+            status=wanted,
             workflow=request.query_params.get("workflow") or None,
             parent_run_id=None if parent is None else validate_id(parent, what="run id"),
             sub_runs=_flag(request, "subRuns"),
@@ -197,16 +204,18 @@ class _Api:
         wanted = [cycle.run_id for cycle in manifest.cycles]
         if manifest.pending_cycle_run_id is not None:
             wanted.append(manifest.pending_cycle_run_id)
+        infos = [await self.backend.runtime.events.get_run(run_id) for run_id in wanted]
+        found = [info for info in infos if info is not None]
+        interrupted = await self.backend.reader.interruptions(found)
         summaries = {}
-        for run_id in wanted:
-            info = await self.backend.runtime.events.get_run(run_id)
-            if info is not None:
-                summaries[run_id] = {
-                    "status": None if info.status is None else info.status.value,
-                    "events": info.last_seq,
-                    "createdAt": info.created_at,
-                    "updatedAt": info.updated_at,
-                }
+        for info in found:
+            logged = None if info.status is None else info.status.value
+            summaries[info.run_id] = {
+                "status": INTERRUPTED if info.run_id in interrupted else logged,
+                "events": info.last_seq,
+                "createdAt": info.created_at,
+                "updatedAt": info.updated_at,
+            }
         payload["runs"] = summaries
         return payload
 
@@ -314,23 +323,37 @@ async def _follow(
     poll_interval: float,
 ) -> AsyncIterator[str]:
     """``update`` messages (new events; the run's view with the last of a backlog), then
-    ``end`` once the run is finished and every event was sent."""
+    ``end`` once the run is finished, or interrupted, and every event was sent."""
     log = backend.runtime.events
     position = after
-    quiet = 0.0
+    quiet = unlooked = 0.0
     first = True
+    shown: str | None = None  # the run's status in the last view sent
     while True:
         # The status first: once it is terminal, the read below has every event.
         info = await log.get_run(run_id)
         records = await log.read(run_id, after=position, limit=_PAGE_LIMIT)
-        if records or first:
+        # Asked before a view is built, so that the page's last view says so too; a run
+        # whose holder dies after this look is found at a later one.
+        interrupted = False
+        quiet_run = info is not None and info.status is RunStatus.RUNNING and not records
+        if (
+            info is not None
+            and quiet_run
+            and (first or shown == INTERRUPTED or unlooked >= _LOOK_SECONDS)
+        ):
+            unlooked = 0.0
+            interrupted = run_id in await backend.reader.interruptions([info])
+        if records or first or (interrupted and shown != INTERRUPTED):
             first = False
             quiet = 0.0
             position = records[-1].seq if records else position
             caught_up = len(records) < _PAGE_LIMIT
+            view = await run_payload(run_id) if caught_up else None
+            shown = None if view is None else view["run"]["status"]
             update: dict[str, Any] = {
                 "events": [event_row(record) for record in records],
-                "run": await run_payload(run_id) if caught_up else None,
+                "run": view,
             }
             yield _sse("update", update, event_id=position)
             if not caught_up:
@@ -338,8 +361,12 @@ async def _follow(
         if info is not None and info.status in TERMINAL and not records:
             yield _sse("end", {"lastSeq": position, "status": info.status.value})
             return
+        if interrupted:
+            yield _sse("end", {"lastSeq": position, "status": INTERRUPTED})
+            return
         if quiet >= _KEEPALIVE_SECONDS:
             quiet = 0.0
             yield ": keepalive\n\n"  # lets a proxy, and the server, see a dead client
         await asyncio.sleep(poll_interval)
         quiet += poll_interval
+        unlooked += poll_interval

@@ -17,9 +17,9 @@ thousands of events each costs proportionally more, once.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Final, Literal, TypeAlias
 
 from little_workflow.codec import JsonValue
 from little_workflow.errors import CorruptDataError
@@ -28,13 +28,16 @@ from little_workflow.runtime import RunState, apply
 from little_workflow.storage import EventLog, PayloadLog, RunInfo
 
 __all__ = [
+    "INTERRUPTED",
     "TERMINAL",
+    "FindInterrupted",
     "RunReader",
     "RunSummary",
     "RunView",
     "StepRow",
     "TreeNode",
     "event_row",
+    "reported_status",
     "segments",
     "step_rows",
     "step_tree",
@@ -42,6 +45,23 @@ __all__ = [
 
 #: The statuses a run never leaves.
 TERMINAL = frozenset({RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED})
+
+#: The status reported for an unfinished run that nobody drives (its process died): derived
+#: when read, never recorded; the log still says ``running``, and a resume makes it so again.
+INTERRUPTED: Final = "interrupted"
+
+
+def reported_status(text: str) -> RunStatus | Literal["interrupted"]:
+    """A status filter as a person gives it: a logged status, or ``interrupted``.
+
+    Raises ``ValueError`` for anything else.
+    """
+    return INTERRUPTED if text == INTERRUPTED else RunStatus(text)
+
+
+#: Of some runs, the unfinished ones nobody drives now: run id -> one line saying why
+#: (``Runtime.interrupted_runs``).
+FindInterrupted: TypeAlias = Callable[[Sequence[RunInfo]], Awaitable[Mapping[str, str]]]
 
 
 def event_row(record: RecordedEvent) -> dict[str, Any]:
@@ -211,6 +231,7 @@ class RunSummary:
 
     run_id: str
     workflow: str | None
+    #: The status its log records.
     status: RunStatus | None
     parent_run_id: str | None
     events: int
@@ -218,19 +239,36 @@ class RunSummary:
     #: when the log could not be folded (``show`` names the problem).
     steps_done: int | None
     created_at: float
+    #: The time of its latest event (an interrupted run's duration ends there).
     updated_at: float
+    #: Why nobody drives this unfinished run now, or ``None`` when somebody does (or it
+    #: is finished, or nobody looked: a reader without ``interrupted``).
+    interruption: str | None = None
 
     @property
     def finished(self) -> bool:
         """Whether the run reached a final status."""
         return self.status in TERMINAL
 
+    @property
+    def interrupted(self) -> bool:
+        """Whether the run is unfinished and nobody drives it (its process died)."""
+        return self.interruption is not None
+
+    @property
+    def reported_status(self) -> str | None:
+        """What ``runs``, ``show`` and the UI call its status: ``interrupted`` or the log's."""
+        if self.interrupted:
+            return INTERRUPTED
+        return None if self.status is None else self.status.value
+
     def to_json(self) -> dict[str, Any]:
         """The summary in camelCase (what ``runs --json`` prints for each run)."""
         return {
             "runId": self.run_id,
             "workflow": self.workflow,
-            "status": None if self.status is None else self.status.value,
+            "status": self.reported_status,
+            "interruption": self.interruption,
             "parentRunId": self.parent_run_id,
             "events": self.events,
             "stepsDone": self.steps_done,
@@ -239,7 +277,7 @@ class RunSummary:
         }
 
 
-def _summary(info: RunInfo, state: RunState | None) -> RunSummary:
+def _summary(info: RunInfo, state: RunState | None, interruption: str | None) -> RunSummary:
     return RunSummary(
         run_id=info.run_id,
         workflow=info.workflow,
@@ -249,6 +287,7 @@ def _summary(info: RunInfo, state: RunState | None) -> RunSummary:
         steps_done=None if state is None else _steps_done(state),
         created_at=info.created_at,
         updated_at=max(info.updated_at, state.updated_at if state is not None else 0.0),
+        interruption=interruption,
     )
 
 
@@ -338,13 +377,23 @@ class RunReader:
     On a ``PayloadLog`` the states are folded from the events as stored, so a runs list
     never fetches a blob: payload fields (outputs, calls) may hold references there,
     and ``view`` resolves the ones it shows.
+
+    With ``interrupted`` (``Runtime.interrupted_runs``), an unfinished run nobody drives
+    is reported ``interrupted``; without, every unfinished run is ``running``.
     """
 
-    def __init__(self, log: EventLog, *, cache_size: int = 256) -> None:
+    def __init__(
+        self,
+        log: EventLog,
+        *,
+        cache_size: int = 256,
+        interrupted: FindInterrupted | None = None,
+    ) -> None:
         self.log = log
         self._cache_size = cache_size
         self._states: OrderedDict[str, RunState] = OrderedDict()
         self._payloads = log if isinstance(log, PayloadLog) else None
+        self._interrupted = interrupted
 
     async def state(self, run_id: str) -> RunState:
         """The run's folded state, reading only the events past the cached state.
@@ -365,33 +414,56 @@ class RunReader:
             self._states.popitem(last=False)
         return state
 
+    async def interruptions(self, runs: Sequence[RunInfo]) -> Mapping[str, str]:
+        """Of ``runs``, the unfinished ones nobody drives: run id -> why."""
+        if self._interrupted is None:
+            return {}
+        return await self._interrupted(runs)
+
     async def summaries(
         self,
         *,
-        status: RunStatus | None = None,
+        status: RunStatus | Literal["interrupted"] | None = None,
         workflow: str | None = None,
         parent_run_id: str | None = None,
         sub_runs: bool = False,
         limit: int = 50,
     ) -> list[RunSummary]:
         """Runs matching the filters, most recent first; sub-runs only if ``sub_runs``
-        (or when ``parent_run_id`` names their parent)."""
+        (or when ``parent_run_id`` names their parent).
+
+        ``status`` is the reported one: ``running`` leaves out the interrupted runs,
+        ``interrupted`` keeps only them.
+        """
+        logged = (
+            None if status is None else RunStatus("running" if status == INTERRUPTED else status)
+        )
         found = await self.log.list_runs(
-            status=status, workflow=workflow, parent_run_id=parent_run_id
+            status=logged,
+            workflow=workflow,
+            parent_run_id=parent_run_id,
         )
         wanted = [
             info
             for info in found
             if sub_runs or parent_run_id is not None or info.parent_run_id is None
-        ][:limit]
-        return [await self._summarize(info) for info in wanted]
+        ]
+        if logged is RunStatus.RUNNING:
+            # Which ones are running is known only once each was looked at.
+            interrupted = await self.interruptions(wanted)
+            keep = status == INTERRUPTED
+            wanted = [info for info in wanted if (info.run_id in interrupted) is keep][:limit]
+        else:
+            wanted = wanted[:limit]
+            interrupted = await self.interruptions(wanted)
+        return [await self._summarize(info, interrupted.get(info.run_id)) for info in wanted]
 
-    async def _summarize(self, info: RunInfo) -> RunSummary:
+    async def _summarize(self, info: RunInfo, interruption: str | None) -> RunSummary:
         try:
             state: RunState | None = await self.state(info.run_id)
         except CorruptDataError:
             state = None
-        return _summary(info, state)
+        return _summary(info, state, interruption)
 
     async def view(self, run_id: str) -> RunView | None:
         """Everything about one run, or ``None`` if the log has no such run."""
@@ -400,15 +472,19 @@ class RunReader:
             return None
         state = await self.state(run_id)
         children = await self.log.list_runs(parent_run_id=run_id)
+        interrupted = await self.interruptions([info, *children])
         run, steps, sessions = _run_fields(state), step_rows(state), _sessions(state)
         if self._payloads is not None:
             run, steps, sessions = await _resolved(run, steps, sessions, self._payloads.resolve)
         return RunView(
-            summary=_summary(info, state),
+            summary=_summary(info, state, interrupted.get(run_id)),
             run=run,
             steps=steps,
             sessions=sessions,
-            sub_runs=[await self._summarize(child) for child in reversed(children)],
+            sub_runs=[
+                await self._summarize(child, interrupted.get(child.run_id))
+                for child in reversed(children)
+            ],
         )
 
 

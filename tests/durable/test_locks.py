@@ -251,3 +251,61 @@ async def test_an_unreadable_lock_file_does_not_block(lock_path: Path, content: 
     await lock.acquire(timeout=0)
     assert lock.owner() is not None
     lock.release()
+
+
+# --- in_use: whether anybody holds a lock, asked by someone who does not want it -----------
+
+SILENT_HOLDER = """
+import fcntl, os, sys
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o600)
+fcntl.flock(fd, fcntl.LOCK_EX)
+print("locked", flush=True)
+sys.stdin.readline()
+"""
+
+
+def test_in_use_follows_a_live_holder_and_its_sigkill(
+    lock_path: Path, holder: subprocess.Popen[str]
+) -> None:
+    looker = FileLock(lock_path, purpose="run 'run_1'")
+    assert looker.in_use()
+    holder.send_signal(signal.SIGKILL)
+    holder.wait(timeout=10)
+    assert exists(lock_path)  # a killed holder leaves its file behind
+    assert not looker.in_use()
+    assert looker.try_acquire()  # the look took nothing
+    looker.release()
+    assert not looker.in_use()  # released: no file at all
+
+
+def test_in_use_is_not_fooled_by_a_reused_pid(lock_path: Path) -> None:
+    # The record names this very (live) pid, with another start time: the process that
+    # wrote it is dead and its pid went to someone else. Nobody holds the flock.
+    start = process_start_time(os.getpid())
+    assert start is not None
+    write_owner(lock_path, {"pid": os.getpid(), "startTime": start - 1})
+    assert not FileLock(lock_path, purpose="run 'run_1'").in_use()
+    write_owner(lock_path, {"pid": dead_pid(), "startTime": 5})
+    assert not FileLock(lock_path, purpose="run 'run_1'").in_use()
+
+
+def test_in_use_asks_the_kernel_when_the_record_names_nobody(lock_path: Path) -> None:
+    # A holder that has the flock but has not written its record (or wrote garbage).
+    process = subprocess.Popen(
+        [sys.executable, "-c", SILENT_HOLDER, str(lock_path)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        assert process.stdout.readline() == "locked\n"
+        write_text(lock_path, "not json")
+        assert FileLock(lock_path, purpose="run 'run_1'").in_use()
+        process.kill()
+        process.wait(timeout=10)
+        assert not FileLock(lock_path, purpose="run 'run_1'").in_use()
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.communicate(timeout=10)

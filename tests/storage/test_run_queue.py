@@ -166,3 +166,19 @@ async def test_other_backends_refuse_a_fenced_append() -> None:
     with fenced(Fence(run_id="run_m", token=1)), pytest.raises(ConfigError, match="leases"):
         await log.append("run_m", [_step(1)])
     assert await log.read("run_m") == []
+
+
+async def test_attended_runs_are_the_queued_and_the_unexpired_leases(
+    queue: PostgresRunQueue,
+) -> None:
+    for run_id in ("run_q", "run_live", "run_lapsed", "run_done"):
+        await queue.submit(run_id)
+    assert await queue.claim_run("run_live", "w1", lease_seconds=60) is not None
+    assert await queue.claim_run("run_lapsed", "w2", lease_seconds=0.2) is not None
+    done = await queue.claim_run("run_done", "w1", lease_seconds=60)
+    assert done is not None
+    assert await queue.finish(done.fence, "completed")
+    await asyncio.sleep(0.4)  # past run_lapsed's lease, by the server's clock
+    asked = ["run_q", "run_live", "run_lapsed", "run_done", "run_never_submitted"]
+    assert await queue.attended(asked) == {"run_q", "run_live"}
+    assert await queue.attended([]) == set()

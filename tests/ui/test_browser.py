@@ -11,6 +11,7 @@ import json
 import os
 import re
 import shutil
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -196,3 +197,52 @@ def test_runs_list_and_model_calls_in_the_browser(server: tuple[Path, str], brow
     _step(page, "review-candidates", "completed").click()
     _shoot(page, "run")
     assert problems == []
+
+
+def test_a_run_page_says_interrupted_when_its_process_is_killed(
+    server: tuple[Path, str], browser: Any, tmp_path: Path
+) -> None:
+    data, base = server
+    entered = tmp_path / "entered"
+    run = cli_popen(
+        data,
+        "run",
+        str(LIVE),
+        "--run-id",
+        "run_cut",
+        env={"LW_TEST_ENTERED": str(entered), "LW_TEST_RELEASE": str(tmp_path / "never")},
+    )
+    try:
+        wait_for_file(entered, run)
+        page, problems = _page(browser)
+        page.goto(f"{base}/runs/run_cut")
+        _step(page, "hold", "running").wait_for()
+        page.locator("#live.live-on").wait_for()
+        assert page.locator("#live").inner_text() == "Live"
+        assert page.locator(".stats [data-since]").count() == 1  # the duration counts
+
+        run.send_signal(signal.SIGKILL)
+        run.wait(timeout=30)
+
+        # The open page learns it from its stream: no reload.
+        page.locator("#run-status .badge.status-interrupted").wait_for()
+        page.locator("#live.live-cut").wait_for()
+        assert page.locator("#live").inner_text() == "Interrupted"
+        assert page.locator(".stats [data-since]").count() == 0  # the duration stopped
+        assert page.locator("#steps [data-since]").count() == 0  # so did the step's
+        _step(page, "hold", "interrupted").wait_for()
+        notice = page.locator("#interrupted").inner_text()
+        assert f"pid {run.pid}" in notice
+        assert "little-workflow resume run_cut" in notice
+        _shoot(page, "interrupted")
+
+        page.goto(f"{base}/")
+        row = page.locator('tr[data-run-id="run_cut"]')
+        row.wait_for()
+        assert row.locator("td").nth(2).inner_text().strip().lower() == "interrupted"
+        assert row.locator("[data-since]").count() == 0
+        assert problems == []
+    finally:
+        if run.poll() is None:
+            run.kill()
+        run.communicate(timeout=60)

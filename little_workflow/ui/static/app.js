@@ -131,7 +131,7 @@
 
   // --- runs list ---------------------------------------------------------------------
 
-  const STATUSES = ["running", "completed", "failed", "cancelled"];
+  const STATUSES = ["running", "interrupted", "completed", "failed", "cancelled"];
 
   function runsPage() {
     document.title = "Runs · little-workflow";
@@ -270,15 +270,17 @@
     function render(payload) {
       const run = payload.run;
       once("head", [run, Math.floor(Date.now() / 60000)], () => slots.head.replaceChildren(...runHead(run)));
-      once("failure", run.failure, () => slots.failure.replaceChildren(run.failure ? failureBox(run) : ""));
-      once("steps", payload.tree, () => {
-        const count = (status) => payload.steps.filter((s) => s.status === status).length;
+      once("failure", [run.failure, run.interruption], () => slots.failure.replaceChildren(
+        run.failure ? failureBox(run) : run.interruption ? interruptedBox(run) : ""));
+      once("steps", [payload.tree, run.status], () => {
+        const count = (status) => payload.steps.filter((s) => stepStatus(s, run) === status).length;
         slots.stepsCount.textContent = [
           `${count("completed")} done`,
           count("running") ? `${count("running")} running` : "",
+          count("interrupted") ? `${count("interrupted")} interrupted` : "",
           count("failed") ? `${count("failed")} failed` : "",
         ].filter(Boolean).join(" · ");
-        slots.steps.replaceChildren(...stepTree(payload.tree, page));
+        slots.steps.replaceChildren(...stepTree(payload.tree, page, run));
         if (!payload.tree.length) slots.steps.replaceChildren(message("No step has started yet."));
       });
       once("calls", payload.sessions, () => slots.calls.replaceChildren(
@@ -291,7 +293,7 @@
         section("Artifacts", artifactsView(payload.artifacts, runId))));
       once("io", [run.input, run.output, run.status], () => slots.io.replaceChildren(
         section("Input", jsonBlock(run.input)),
-        section("Output", run.status === "completed" ? jsonBlock(run.output) : message(run.status === "running" ? "Not finished yet." : "No output."))));
+        section("Output", run.status === "completed" ? jsonBlock(run.output) : message(run.status === "running" || run.status === "interrupted" ? "Not finished yet." : "No output."))));
     }
 
     function addEvents(events) {
@@ -309,13 +311,12 @@
       if (update.run) {
         render(update.run);
         page.loaded = true;
-        setLive(update.run.run.status === "running" ? "on" : "off",
-          update.run.run.status === "running" ? "Live" : "Finished");
+        setLive(...liveState(update.run.run.status));
       }
     });
-    stream.addEventListener("end", () => {
+    stream.addEventListener("end", (e) => {
       stream.close();
-      setLive("off", "Finished");
+      setLive(...liveState(JSON.parse(e.data).status));
     });
     stream.addEventListener("error", () => {
       if (stream.readyState === EventSource.CLOSED || !page.loaded) {
@@ -326,6 +327,13 @@
       }
       if (stream.readyState === EventSource.CONNECTING) setLive("wait", "Reconnecting…");
     });
+  }
+
+  // The header's badge: a run is live only while something drives it.
+  function liveState(status) {
+    if (status === "running") return ["on", "Live"];
+    if (status === "interrupted") return ["cut", "Interrupted"];
+    return ["off", "Finished"];
   }
 
   function breadcrumbs(runId, parentRunId) {
@@ -366,15 +374,27 @@
       failure.message ? h("div", { class: "callout-text" }, failure.message) : null);
   }
 
+  function interruptedBox(run) {
+    return h("div", { class: "callout warn", id: "interrupted" },
+      h("strong", null, "Interrupted"), ": nobody is driving this run (", run.interruption,
+      "). Nothing happens until it is resumed: ",
+      h("span", { class: "mono" }, `little-workflow resume ${run.runId}`),
+      h("div", { class: "callout-text" }, `Its last event was at ${when(run.updatedAt)}.`));
+  }
+
+  // A step that was running when its run's process died is shown interrupted, not running.
+  const stepStatus = (step, run) =>
+    step.status === "running" && run.status === "interrupted" ? "interrupted" : step.status;
+
   // A branch or visit group has no step of its own: it shows the worst state below it.
-  function groupStatus(tree, index) {
+  function groupStatus(tree, index, run) {
     const depth = tree[index].depth;
     let status = "completed";
     for (let i = index + 1; i < tree.length && tree[i].depth > depth; i += 1) {
       const step = tree[i].step;
       if (!step) continue;
       if (step.status === "failed") return "failed";
-      if (step.status === "running") status = "running";
+      if (step.status === "running") status = stepStatus(step, run);
     }
     return status;
   }
@@ -389,28 +409,31 @@
     return node;
   }
 
-  function stepTree(tree, page) {
+  function stepTree(tree, page, run) {
+    // In a run that is not going on, an unfinished step's time ends with the run's last event.
+    const until = (step) => step.endedAt || (run.status === "running" ? null : run.updatedAt);
     return tree.map((node, index) => {
       const step = node.step;
       const guides = h("span", { class: "guides", dataset: { depth: String(node.depth) } });
       guides.style.width = `${node.depth * 18}px`;
       if (!step) {
-        const status = groupStatus(tree, index);
+        const status = groupStatus(tree, index, run);
         return h("div", { class: "tree-row group", dataset: { path: node.path, status } }, guides,
           dot(status), h("span", { class: "step-label mono" }, node.label),
           h("span", { class: "kind" }, node.label.startsWith("[") ? "branch" : "visits"));
       }
-      const row = h("div", { class: "tree-row", dataset: { path: node.path, status: step.status } }, guides,
-        dot(step.status), h("span", { class: "step-label mono" }, node.label),
+      const status = stepStatus(step, run);
+      const row = h("div", { class: "tree-row", dataset: { path: node.path, status } }, guides,
+        dot(status), h("span", { class: "step-label mono" }, node.label),
         h("span", { class: "kind" }, step.kind),
         step.route ? h("span", { class: "route" }, "→ ", step.route) : null,
         step.attempts > 1 ? h("span", { class: "attempts", title: "attempts" }, `×${step.attempts}`) : null,
         h("span", { class: "spacer" }),
-        h("span", { class: "took" }, step.startedAt ? elapsed(step.startedAt, step.endedAt) : ""));
+        h("span", { class: "took" }, step.startedAt ? elapsed(step.startedAt, until(step)) : ""));
       const body = h("div", { class: "step-detail" },
         h("dl", { class: "facts" },
           h("dt", null, "Path"), h("dd", { class: "mono" }, step.path),
-          h("dt", null, "Status"), h("dd", null, badge(step.status)),
+          h("dt", null, "Status"), h("dd", null, badge(status)),
           h("dt", null, "Attempts"), h("dd", null, String(step.attempts), step.failures ? ` (${step.failures} failed)` : ""),
           h("dt", null, "Started"), h("dd", null, step.startedAt ? clock(step.startedAt) : "-"),
           step.subRunId ? [h("dt", null, "Sub-run"), h("dd", null, runLink(step.subRunId))] : null,
