@@ -106,7 +106,12 @@ def worker(
     max_runs: int | None,
     store_url: str | None,
 ) -> None:
-    """Claim queued runs and drive them until stopped (SIGTERM/SIGINT release them)."""
+    """Claim queued runs and drive them until stopped (SIGTERM/SIGINT release them).
+
+    What happens meanwhile (a claim the database refused, a run that ended in an error)
+    is logged on stderr, one line per event; ``little-workflow --debug worker`` adds the
+    tracebacks.
+    """
     import signal
 
     # Handled from here on: a SIGTERM while the runtime is imported and the store opens
@@ -122,6 +127,10 @@ def worker(
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, stop)
     click.echo("worker: starting", err=True)
+
+    from little_workflow.cli._logs import log_to_stderr
+
+    log_to_stderr(debug=options.debug)
 
     import asyncio
 
