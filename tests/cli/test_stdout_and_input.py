@@ -55,10 +55,19 @@ def test_what_a_step_writes_to_stdout_goes_to_stderr(tmp_path: Path) -> None:
         assert said not in ran.stdout
 
 
-def test_resume_retry_fork_and_loop_keep_stdout_for_the_result(tmp_path: Path) -> None:
+def test_resume_fork_and_loop_keep_stdout_for_the_result(tmp_path: Path) -> None:
     chatty = str(FLOWS / "chatty.yaml")
-    first = lw(tmp_path, "run", chatty, "--input", '{"topic": "a"}', "--run-id", "src")
-    assert first.returncode == 0, first.stderr
+    # Killed once its first event is committed: the step runs in the resume.
+    first = lw(
+        tmp_path, "run", chatty, "--input", '{"topic": "a"}', "--run-id", "src",
+        env={"LITTLE_WORKFLOW_CRASH_AFTER_EVENTS": "1"},
+    )  # fmt: skip
+    assert first.returncode != 0
+    assert CHATTER[0] not in first.stderr
+    resumed = lw(tmp_path, "resume", "src")
+    assert resumed.returncode == 0, resumed.stderr
+    assert json.loads(resumed.stdout) == {"topic": "a"}
+    assert all(said in resumed.stderr for said in CHATTER)
     forked = lw(tmp_path, "fork", "src", "--at", "talk", "--input", '{"topic": "b"}')
     assert forked.returncode == 0, forked.stderr
     assert json.loads(forked.stdout) == {"topic": "b"}
