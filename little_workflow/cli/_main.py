@@ -403,7 +403,7 @@ def read_input(text: str | None) -> Any:
     "of JSON; a larger one stops the run at its step, resumable [env "
     "LITTLE_WORKFLOW_MAX_PAYLOAD_BYTES; default 67108864 (64 MiB)].",
 )
-@click.option("--debug", is_flag=True, help="Show tracebacks.")
+@click.option("--debug", is_flag=True, help="Show tracebacks (of an error, and in a worker's log).")
 @click.pass_context
 def cli(
     ctx: click.Context,
