@@ -123,7 +123,22 @@ __all__ = [
     "ToolDefinitionError",
     "UnknownEventTypeError",
     "UnknownFrameTypeError",
+    "shown",
 ]
+
+#: The longest a value quoted in a message gets, in characters (``shown``).
+SHOWN_LIMIT = 80
+
+
+def shown(value: object, *, limit: int = SHOWN_LIMIT) -> str:
+    """``repr(value)`` for a message, cut to ``limit`` characters with ``...``.
+
+    Every message that echoes a value a user gave (an id, a step path, a key) quotes it
+    through here: a 10,000-character id is a typing accident or an attack, and printing
+    it whole, once per mention, buries the message.
+    """
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 class LittleWorkflowError(Exception):

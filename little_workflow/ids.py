@@ -16,7 +16,7 @@ import os
 import re
 import time
 
-from little_workflow.errors import InvalidIdError
+from little_workflow.errors import InvalidIdError, shown
 
 __all__ = ["MAX_ID_LENGTH", "is_valid_id", "new_id", "validate_id"]
 
@@ -54,10 +54,7 @@ def validate_id(value: object, *, what: str = "id") -> str:
         reason = "it contains '..'"
     else:
         reason = "it must start with a letter or digit and contain only letters, digits and . _ : -"
-    shown = repr(value)
-    if len(shown) > 80:
-        shown = shown[:77] + "..."
-    raise InvalidIdError(f"invalid {what} {shown}: {reason}")
+    raise InvalidIdError(f"invalid {what} {shown(value)}: {reason}")
 
 
 def _encode_base32(number: int, length: int) -> str:

@@ -20,6 +20,7 @@ from little_workflow.errors import (
     InvalidValueError,
     SchemaVersionError,
 )
+from little_workflow.errors import shown as _shown
 from little_workflow.ids import is_valid_id, new_id
 from little_workflow.storage import validate_prefix
 
@@ -42,11 +43,6 @@ MAX_STEP_PATH_LENGTH = 1024
 # type "/" subtype, then parameters: RFC 6838's restricted names, loosely.
 _MEDIA_TYPE = re.compile(r"[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]*/[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]*(;.*)?")
 _OCTET_STREAM = "application/octet-stream"
-
-
-def _shown(value: str) -> str:
-    text = repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def _check_text(value: object, what: str) -> str:

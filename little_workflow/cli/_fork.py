@@ -7,7 +7,14 @@ from typing import Any
 
 import click
 
-from little_workflow.cli._main import Options, execute, parse_json_option, print_json
+from little_workflow.cli._main import (
+    Options,
+    execute,
+    input_option,
+    parse_json_option,
+    print_json,
+    read_input,
+)
 from little_workflow.cli._runs import _progress, _runtime, progress_option
 
 
@@ -20,7 +27,7 @@ from little_workflow.cli._runs import _progress, _runtime, progress_option
     default=None,
     help="An edited workflow file to run from the fork point [default: RUN_ID's].",
 )
-@click.option("--input", "input_text", default=None, help="New input, as JSON [default: RUN_ID's].")
+@input_option("New input [default: RUN_ID's]")
 @click.option(
     "--prompts",
     "prompts_text",
@@ -58,19 +65,24 @@ def fork(
     """Start a new run from RUN_ID that keeps its completed steps before STEP_PATH.
 
     Those steps are replayed from RUN_ID's log (no function, model or tool is called
-    for them); STEP_PATH and every step after it run anew. Prints the output as JSON.
+    for them); STEP_PATH and every step after it run anew. Says the new run's id on stderr
+    first (a fork stopped mid-way is resumed by it), then prints the output as JSON.
     """
+    from little_workflow.errors import shown
     from little_workflow.ids import new_id
     from little_workflow.runtime._fork import SAME_INPUT
 
-    fork_input = SAME_INPUT if input_text is None else parse_json_option(input_text, "--input")
+    fork_input = SAME_INPUT if input_text is None else read_input(input_text)
     prompts = parse_json_option(prompts_text, "--prompts")
     policy = parse_json_option(policy_text, "--policy")
     for value, what in ((prompts, "--prompts"), (policy, "--policy")):
         if value is not None and not isinstance(value, dict):
             raise click.BadParameter("a JSON object keyed by step id", param_hint=what)
-    # Chosen here, not by the runtime, so the progress display knows which log to follow.
-    chosen = new_run_id or new_id("run")
+    # Chosen here, not by the runtime, so the progress display knows which log to follow,
+    # and said first: a fork killed mid-way leaves a run the user can find and resume.
+    # Only a missing id is generated (an empty one is refused as invalid).
+    chosen = new_id("run") if new_run_id is None else new_run_id
+    click.echo(f"forking run {shown(run_id)} at {shown(at)} into run {shown(chosen)}", err=True)
 
     async def work() -> Any:
         async with _runtime(options) as runtime, _progress(runtime, chosen, progress):
@@ -84,7 +96,7 @@ def fork(
                 policy=policy,
             )
 
-    result = execute(options, work)
+    result = execute(options, work, result_on_stdout=True)
     origin = result.state.forked_from
     at = origin.at if origin is not None else at  # as the log records it: canonical
     if as_json:

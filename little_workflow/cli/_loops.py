@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from little_workflow.cli._main import Options, execute, parse_json_option, print_json
+from little_workflow.cli._main import Options, execute, input_option, print_json, read_input
 from little_workflow.cli._runs import _runtime
 
 
@@ -26,7 +26,7 @@ def _supervisor(reference: str) -> Any:
 
 @click.command()
 @click.argument("workflow", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("--input", "input_text", default=None, help="The loop's input, as JSON.")
+@input_option("The loop's input")
 @click.option(
     "--max-cycles", type=click.IntRange(min=1), required=True, help="At most this many cycles."
 )
@@ -56,7 +56,7 @@ def loop(
     timeout: float | None,
 ) -> None:
     """Run WORKFLOW cycle after cycle until the supervisor is done; print its final output."""
-    loop_input = parse_json_option(input_text, "--input")
+    loop_input = read_input(input_text)
     supervise = _supervisor(supervise_reference)
 
     async def work() -> Any:
@@ -70,7 +70,7 @@ def loop(
                 timeout=timeout,
             )
 
-    outcome = execute(options, work)
+    outcome = execute(options, work, result_on_stdout=True)
     click.echo(
         f"outer loop {outcome.outer_loop_id} {outcome.kind} after {len(outcome.cycles)} cycle(s)",
         err=True,

@@ -26,11 +26,12 @@ builds them.)
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
 import traceback
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
@@ -46,6 +47,7 @@ from little_workflow.cli._group import LazyCommand, LazyGroup
 # `_group.py`); each command imports what it runs in its body.
 
 T = TypeVar("T")
+F = TypeVar("F", bound=Callable[..., Any])
 
 EXIT_RUN_FAILED = 1
 EXIT_INVALID = 3
@@ -248,12 +250,23 @@ def describe_error(exc: BaseException) -> tuple[str, int]:
     )
 
 
-def execute(options: Options, work: Callable[[], Coroutine[Any, Any, T]]) -> T:
-    """Run ``work`` on a fresh event loop, turning errors into one line and an exit code."""
+def execute(
+    options: Options,
+    work: Callable[[], Coroutine[Any, Any, T]],
+    *,
+    result_on_stdout: bool = False,
+) -> T:
+    """Run ``work`` on a fresh event loop, turning errors into one line and an exit code.
+
+    With ``result_on_stdout`` (a command whose stdout is its result: run, resume, fork,
+    ...), whatever the run's code writes to stdout goes to stderr instead (see
+    ``_stdout_to_stderr``), so stdout carries the result alone.
+    """
     import asyncio
 
     try:
-        return asyncio.run(work())
+        with _stdout_to_stderr() if result_on_stdout else contextlib.nullcontext():
+            return asyncio.run(work())
     except KeyboardInterrupt:
         _fail("interrupted; the run can be resumed", 130)
     except (click.ClickException, BrokenPipeError):
@@ -263,9 +276,40 @@ def execute(options: Options, work: Callable[[], Coroutine[Any, Any, T]]) -> T:
     except Exception as exc:
         if options.debug:
             traceback.print_exc()
-        message, code = describe_error(exc)
-        click.echo(message, err=True)
-        sys.exit(code)
+        refuse(exc)
+
+
+def refuse(exc: BaseException) -> NoReturn:
+    """Print ``exc`` as its one line (``describe_error``) and exit with its code."""
+    message, code = describe_error(exc)
+    click.echo(message, err=True)
+    sys.exit(code)
+
+
+@contextlib.contextmanager
+def _stdout_to_stderr() -> Iterator[None]:
+    """Point stdout at stderr for the duration, at both levels, for every thread.
+
+    ``sys.stdout`` (a step's ``print``, from any thread) and file descriptor 1 (a C
+    extension, ``os.write(1, ...)``, a subprocess the step starts) both lead to stderr
+    meanwhile; afterwards both lead to the original stdout again, for the result.
+    """
+    sys.stdout.flush()
+    try:
+        saved = os.dup(1)
+    except OSError:  # no fd 1 (closed by the caller): nothing to keep apart
+        saved = None
+    if saved is not None:
+        os.dup2(2, 1)
+    original, sys.stdout = sys.stdout, sys.stderr
+    try:
+        yield
+    finally:
+        sys.stdout = original
+        sys.stderr.flush()
+        if saved is not None:
+            os.dup2(saved, 1)
+            os.close(saved)
 
 
 def print_json(value: Any) -> None:
@@ -284,6 +328,49 @@ def parse_json_option(text: str | None, what: str) -> Any:
         return json.loads(text)
     except ValueError as exc:
         raise click.BadParameter(f"not valid JSON: {exc}", param_hint=what) from exc
+
+
+#: ``--input``'s help, shared by ``run``, ``submit``, ``fork`` and ``loop``.
+INPUT_HELP = (
+    "as JSON; @FILE reads it from FILE, - from stdin (for inputs too long for a command "
+    "line; JSON never starts with @, so a value starting with @ is always a file)"
+)
+
+
+def input_option(what: str) -> Callable[[F], F]:
+    """``--input``: JSON text, ``@FILE`` or ``-`` (stdin); read it with ``read_input``."""
+    return click.option(
+        "--input", "input_text", default=None, metavar="JSON|@FILE|-", help=f"{what}, {INPUT_HELP}."
+    )
+
+
+def read_input(text: str | None) -> Any:
+    """``--input``'s value: inline JSON, or the JSON of ``@FILE`` or of stdin (``-``).
+
+    Inline JSON that does not parse is a usage error (exit 2), as before; a file or stdin
+    that cannot be read or does not hold JSON is invalid input (``InvalidInputError``,
+    exit 3) naming it. An input too long for the argument list (about 128 KiB on Linux)
+    can only come this way.
+    """
+    if text is None:
+        return None
+    if text != "-" and not text.startswith("@"):
+        return parse_json_option(text, "--input")
+    from little_workflow.errors import InvalidInputError, shown
+
+    source = "stdin" if text == "-" else f"file {shown(text[1:])}"
+    try:
+        if text == "-":
+            content = sys.stdin.buffer.read().decode("utf-8")
+        else:
+            content = Path(text[1:]).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        refuse(InvalidInputError(f"cannot read --input from {source}: {reason}"))
+    try:
+        return json.loads(content)
+    except ValueError as exc:
+        refuse(InvalidInputError(f"--input from {source} is not valid JSON: {exc}"))
 
 
 @click.group(cls=LazyGroup, lazy=COMMANDS, context_settings={"help_option_names": ["-h", "--help"]})
@@ -329,7 +416,7 @@ def parse_json_option(text: str | None, what: str) -> Any:
     "(function_not_allowed), nothing imported. For workflow files you did not write; a "
     "workflow computed at run time (a planner's) is held to this always.",
 )
-@click.option("--debug", is_flag=True, help="Show tracebacks.")
+@click.option("--debug", is_flag=True, help="Show tracebacks (of an error, and in a worker's log).")
 @click.pass_context
 def cli(
     ctx: click.Context,

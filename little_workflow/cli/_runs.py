@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from little_workflow.cli._main import Options, execute, parse_json_option, print_json
+from little_workflow.cli._main import Options, execute, input_option, print_json, read_input
 
 
 def _runtime(options: Options) -> Any:
@@ -54,7 +54,7 @@ async def _progress(runtime: Any, run_id: str, wanted: bool | None) -> AsyncIter
 
 @click.command()
 @click.argument("workflow", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("--input", "input_text", default=None, help="The run's input, as JSON.")
+@input_option("The run's input")
 @click.option("--run-id", default=None, help="Use this run id (resumes it if it exists).")
 @progress_option
 @click.pass_obj
@@ -69,15 +69,16 @@ def run(
     """Run WORKFLOW (.json/.yaml) and print its output as JSON."""
     from little_workflow.ids import new_id
 
-    run_input = parse_json_option(input_text, "--input")
-    # Chosen here, not by the runtime, so the progress display knows which log to follow.
-    chosen = run_id or new_id("run")
+    run_input = read_input(input_text)
+    # Chosen here, not by the runtime, so the progress display knows which log to follow;
+    # only a missing id is generated (an empty one is refused as invalid).
+    chosen = new_id("run") if run_id is None else run_id
 
     async def work() -> Any:
         async with _runtime(options) as runtime, _progress(runtime, chosen, progress):
             return await runtime.run(workflow, run_input, run_id=chosen)
 
-    result = execute(options, work)
+    result = execute(options, work, result_on_stdout=True)
     click.echo(f"run {result.run_id} completed", err=True)
     print_json(result.output)
 
@@ -93,7 +94,7 @@ def resume(options: Options, *, run_id: str, progress: bool | None) -> None:
         async with _runtime(options) as runtime, _progress(runtime, run_id, progress):
             return await runtime.resume(run_id)
 
-    result = execute(options, work)
+    result = execute(options, work, result_on_stdout=True)
     calls = (
         f"; {result.replayed_calls} model/tool call(s) replayed, {result.made_calls} made"
         if result.replayed_calls or result.made_calls
@@ -118,7 +119,7 @@ def retry(options: Options, *, run_id: str, progress: bool | None) -> None:
         async with _runtime(options) as runtime, _progress(runtime, run_id, progress):
             return await runtime.retry(run_id)
 
-    result = execute(options, work)
+    result = execute(options, work, result_on_stdout=True)
     click.echo(f"run {result.run_id} completed", err=True)
     print_json(result.output)
 

@@ -19,8 +19,9 @@ from little_workflow.cli._main import (
     EXIT_RUN_FAILED,
     Options,
     execute,
-    parse_json_option,
+    input_option,
     print_json,
+    read_input,
 )
 from little_workflow.cli._runs import _runtime
 
@@ -41,7 +42,7 @@ def _with_store(options: Options, store_url: str | None) -> Options:
 
 @click.command()
 @click.argument("workflow", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("--input", "input_text", default=None, help="The run's input, as JSON.")
+@input_option("The run's input")
 @click.option("--run-id", default=None, help="Use this run id (queues it again if it exists).")
 @store_option
 @click.pass_obj
@@ -54,14 +55,14 @@ def submit(
     store_url: str | None,
 ) -> None:
     """Queue a run of WORKFLOW for the workers and print its id."""
-    run_input = parse_json_option(input_text, "--input")
+    run_input = read_input(input_text)
     options = _with_store(options, store_url)
 
     async def work() -> str:
         async with _runtime(options) as runtime:
             return str(await runtime.submit(workflow, run_input, run_id=run_id))
 
-    click.echo(execute(options, work))
+    click.echo(execute(options, work, result_on_stdout=True))
 
 
 @click.command()
@@ -105,7 +106,12 @@ def worker(
     max_runs: int | None,
     store_url: str | None,
 ) -> None:
-    """Claim queued runs and drive them until stopped (SIGTERM/SIGINT release them)."""
+    """Claim queued runs and drive them until stopped (SIGTERM/SIGINT release them).
+
+    What happens meanwhile (a claim the database refused, a run that ended in an error)
+    is logged on stderr, one line per event; ``little-workflow --debug worker`` adds the
+    tracebacks.
+    """
     import signal
 
     # Handled from here on: a SIGTERM while the runtime is imported and the store opens
@@ -121,6 +127,10 @@ def worker(
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, stop)
     click.echo("worker: starting", err=True)
+
+    from little_workflow.cli._logs import log_to_stderr
+
+    log_to_stderr(debug=options.debug)
 
     import asyncio
 

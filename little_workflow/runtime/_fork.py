@@ -38,6 +38,7 @@ from little_workflow.errors import (
     ConfigError,
     InvalidForkPointError,
     LittleWorkflowError,
+    shown,
 )
 from little_workflow.events import Event, ForkOrigin, RecordedEvent, RunStarted
 from little_workflow.ids import new_id, validate_id
@@ -117,7 +118,7 @@ def _unknown(state: RunState, version: WorkflowVersion, at: str, why: str) -> No
     hint = f"; did you mean {' or '.join(repr(p) for p in close)}?" if close else ""
     listed = ", ".join(points[:_LISTED]) + (", ..." if len(points) > _LISTED else "")
     raise InvalidForkPointError(
-        f"cannot fork run {state.run_id!r} at {at!r}: {why}{hint} (the steps of workflow "
+        f"cannot fork run {shown(state.run_id)} at {shown(at)}: {why}{hint} (the steps of workflow "
         f"{version.name!r}: {listed})",
         code="fork_unknown_step",
         run_id=state.run_id,
@@ -144,18 +145,18 @@ def _check_shape(state: RunState, version: WorkflowVersion, at: str) -> str:
             continue
         found = next((step for step in steps if step.id == segment.step_id), None)
         if found is None:
-            _unknown(state, version, at, f"there is no step {segment.step_id!r} there")
+            _unknown(state, version, at, f"there is no step {shown(segment.step_id)} there")
         loops = found.visit_limit > 1
         if loops and segment.visit is None:
             _unknown(
                 state,
                 version,
                 at,
-                f"step {segment.step_id!r} may run {found.visit_limit} times (maxVisits), "
+                f"step {shown(segment.step_id)} may run {found.visit_limit} times (maxVisits), "
                 f"so a fork names one visit: {segment.step_id}.visit[<n>], from 0",
             )
         if not loops and segment.visit is not None:
-            _unknown(state, version, at, f"step {segment.step_id!r} runs once: drop .visit[n]")
+            _unknown(state, version, at, f"step {shown(segment.step_id)} runs once: drop .visit[n]")
     if parsed.is_branch:
         _unknown(state, version, at, "that is a map branch, not a step: name a step of its body")
     return str(parsed)
@@ -165,7 +166,9 @@ async def plan_fork(runtime: Runtime, source_run_id: str, at: str) -> ForkPlan:
     """What a fork of ``source_run_id`` at ``at`` keeps, or ``InvalidForkPointError``."""
     records = tuple(await runtime.events.read(source_run_id))
     if not records:
-        raise ConfigError(f"there is no run {source_run_id!r} in this store", code="run_not_found")
+        raise ConfigError(
+            f"there is no run {shown(source_run_id)} in this store", code="run_not_found"
+        )
     state = fold(source_run_id, records)
     version = await runtime.catalog.load(state.workflow_version_id)
     at = _check_shape(state, version, at)
@@ -180,7 +183,7 @@ async def plan_fork(runtime: Runtime, source_run_id: str, at: str) -> ForkPlan:
             fork_at = None
         reached = ", ".join(walk.replayed_paths[:_LISTED]) or "none"
         raise InvalidForkPointError(
-            f"cannot fork run {state.run_id!r} at {at!r}: {why}; the steps it completed: "
+            f"cannot fork run {shown(state.run_id)} at {shown(at)}: {why}; the steps it completed: "
             f"{reached}" + (f"; fork at {fork_at!r} instead" if fork_at else ""),
             code="fork_point_not_reached",
             run_id=state.run_id,
@@ -190,8 +193,8 @@ async def plan_fork(runtime: Runtime, source_run_id: str, at: str) -> ForkPlan:
     if walk.stopped:
         first = walk.stopped[0]
         raise InvalidForkPointError(
-            f"cannot fork run {state.run_id!r} at {at!r}: step {first!r} comes before it and "
-            f"never completed, and a fork keeps only completed steps; fork at {first!r}",
+            f"cannot fork run {shown(state.run_id)} at {shown(at)}: step {first!r} comes before "
+            f"it and never completed, and a fork keeps only completed steps; fork at {first!r}",
             code="fork_point_not_reached",
             run_id=state.run_id,
             at=at,
@@ -379,9 +382,9 @@ async def fork_run(
     changed = _first_changed(plan, version)
     if changed is not None:
         raise InvalidForkPointError(
-            f"cannot fork run {source.run_id!r} at {plan.at!r}: step {changed!r}, which the "
-            "fork would keep, is not defined the same way in the fork's workflow. To keep "
-            f"the work done before the first changed step, fork at {changed!r}",
+            f"cannot fork run {shown(source.run_id)} at {shown(plan.at)}: step {changed!r}, "
+            "which the fork would keep, is not defined the same way in the fork's workflow. "
+            f"To keep the work done before the first changed step, fork at {changed!r}",
             code="fork_step_changed",
             run_id=source.run_id,
             at=plan.at,
@@ -398,7 +401,7 @@ async def fork_run(
                 or sha256_digest(state.input) != sha256_digest(run_input)
             ):
                 raise ConfigError(
-                    f"run {fork_id!r} already exists and is not this fork; resume it, or "
+                    f"run {shown(fork_id)} already exists and is not this fork; resume it, or "
                     "fork with another run id",
                     code="run_id_conflict",
                 )

@@ -47,6 +47,7 @@ from little_workflow.errors import (
     InvalidValueError,
     RunFailedError,
     SupervisorError,
+    shown,
 )
 from little_workflow.events import OuterLoopCycleCompleted, OuterLoopCycleResult, RunStatus
 from little_workflow.ids import is_valid_id, new_id, validate_id
@@ -320,6 +321,38 @@ async def _supervised(
     return result
 
 
+def _check_supervise(supervise: object) -> None:
+    """Refuse a ``supervise`` that cannot be called as ``supervise(cycle)`` (``ConfigError``).
+
+    Checked before the first cycle runs, so a wrong signature is a configuration error
+    naming the function, not a ``TypeError`` after a cycle's work was paid for.
+    """
+    name = _callable_name(supervise)
+    if not callable(supervise):
+        raise ConfigError(f"supervise {name} is not callable", code="supervise_invalid")
+    try:
+        signature = inspect.signature(supervise)
+    except (TypeError, ValueError):
+        return  # a builtin without a signature: its call says what is wrong
+    try:
+        signature.bind(None)  # how _supervised calls it: one positional Cycle
+    except TypeError as exc:
+        parameters = signature.replace(return_annotation=inspect.Signature.empty)
+        raise ConfigError(
+            f"supervise function {name}{parameters} cannot be called as supervise(cycle): "
+            f"{exc}; it takes the Cycle that just ran and returns Done(...) or Continue(...)",
+            code="supervise_invalid",
+        ) from None
+
+
+def _callable_name(value: object) -> str:
+    module = getattr(value, "__module__", None)
+    qualname = getattr(value, "__qualname__", None)
+    if isinstance(module, str) and isinstance(qualname, str):
+        return f"{module}:{qualname}"
+    return shown(value)
+
+
 async def run_outer_loop(
     runtime: Runtime,
     workflow: Workflow | str | os.PathLike[str],
@@ -338,11 +371,13 @@ async def run_outer_loop(
     """
     if max_outer_cycles < 1:
         raise ConfigError(f"max_outer_cycles must be at least 1, not {max_outer_cycles}")
+    _check_supervise(supervise)
     await runtime.open()
     model, source = runtime._load(workflow)
     goal_hash = definition_hash(model)
     input_hash = sha256_digest(input)
-    loop_id = outer_loop_id or new_id("ol")
+    # Only a missing id is generated: an empty one is a mistake, refused by manifest_path.
+    loop_id = new_id("ol") if outer_loop_id is None else outer_loop_id
     path = manifest_path(runtime, loop_id)
     deadline = None if timeout is None else time.monotonic() + timeout
     lock = FileLock(

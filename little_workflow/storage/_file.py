@@ -76,6 +76,7 @@ from little_workflow.errors import (
     StorageError,
     StorageUnavailableError,
 )
+from little_workflow.errors import shown as _shown
 from little_workflow.storage._dirs import make_private_dirs
 from little_workflow.storage._keys import validate_key, validate_prefix
 from little_workflow.storage._values import encode_value
@@ -111,11 +112,6 @@ _ESCAPED_CHARS_RE = re.compile(r"[/%~\x00-\x1f\x7f]")
 _ESCAPE_RUN_RE = re.compile(r"(?:%[0-9A-F]{2})+")
 _UNAVAILABLE_ERRNOS = frozenset({errno.EACCES, errno.EPERM, errno.EROFS})
 _PRUNE_STOP_ERRNOS = frozenset({errno.ENOTEMPTY, errno.EEXIST, errno.ENOENT})
-
-
-def _shown(text: str) -> str:
-    shown = repr(text)
-    return shown if len(shown) <= 80 else shown[:77] + "..."
 
 
 def _escape_match(match: re.Match[str]) -> str:

@@ -17,16 +17,12 @@ from __future__ import annotations
 import re
 
 from little_workflow.errors import InvalidKeyError
+from little_workflow.errors import shown as _shown
 
 __all__ = ["MAX_KEY_LENGTH", "prefix_upper_bound", "validate_key", "validate_prefix"]
 
 MAX_KEY_LENGTH = 1024
 _CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
-
-
-def _shown(value: str) -> str:
-    text = repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def _check_text(value: object, what: str) -> str:

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from little_workflow.codec import JsonValue, sha256_digest
-from little_workflow.errors import ConfigError, StorageError
+from little_workflow.errors import ConfigError, InvalidIdError, StorageError
 from little_workflow.events import OuterLoopCycleCompleted, OuterLoopCycleResult
 from little_workflow.lwir import definition_hash, load_workflow
 from little_workflow.platform._atomic import atomic_write
@@ -277,6 +277,36 @@ async def test_max_outer_cycles_must_be_positive(data: Path) -> None:
         with pytest.raises(ConfigError, match="max_outer_cycles"):
             await rt.run_outer_loop(FLOW, INPUT, max_outer_cycles=0, supervise=supervise)
     assert list((data / "outer-loops").iterdir()) == []
+
+
+def _no_cycle() -> Done:
+    return Done(None)
+
+
+def _with_verdict(cycle: Cycle, verdict: str) -> Done:
+    return Done(verdict)
+
+
+async def test_a_supervise_that_cannot_take_a_cycle_is_refused_before_any_cycle(
+    data: Path, calls: Path
+) -> None:
+    async with runtime(data) as rt:
+        for wrong, problem in (
+            (_no_cycle, "too many positional arguments"),
+            (_with_verdict, "missing a required argument: 'verdict'"),
+        ):
+            with pytest.raises(ConfigError) as refused:
+                await rt.run_outer_loop(FLOW, INPUT, max_outer_cycles=2, supervise=wrong)  # type: ignore[arg-type]
+            assert refused.value.code == "supervise_invalid"
+            name = f"tests.runtime.test_outer_loops:{wrong.__name__}"
+            assert refused.value.message.startswith(f"supervise function {name}("), refused.value
+            assert problem in refused.value.message
+        with pytest.raises(InvalidIdError, match="invalid outer loop id '': it is empty"):
+            await rt.run_outer_loop(
+                FLOW, INPUT, max_outer_cycles=2, supervise=supervise, outer_loop_id=""
+            )
+    assert not (data / "outer-loops").exists() or list((data / "outer-loops").iterdir()) == []
+    assert calls_text(calls) == ""
 
 
 async def test_loop_status_returns_the_manifest(data: Path, calls: Path) -> None:

@@ -1,0 +1,1 @@
+"""Workflows and step functions for the command-line tests (``tests/cli``)."""
