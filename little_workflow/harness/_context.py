@@ -77,7 +77,9 @@ class ItemLog:
     items the replay has reached (an item appended again moves it to where that item
     already is). ``messages`` and ``last_assistant()`` read up to it, so a step sees
     the conversation as it was when the step first ran, not the restored end of it. An
-    item the log does not hold yet is appended at the end, and ends the replay.
+    item the log does not hold yet is appended at the end, and ends the replay. A step
+    replayed whole from its record (a composite, whose children do not run) moves the
+    position with ``reach`` to where the log stood when it first ended.
     """
 
     def __init__(self, items: Iterable[Item] = ()) -> None:
@@ -107,10 +109,7 @@ class ItemLog:
         if key is not None:
             position = self._keys.get(key)
             if position is not None:
-                if self._cursor is not None:
-                    self._cursor = max(self._cursor, position + 1)
-                    if self._cursor >= len(self._items):
-                        self._cursor = None
+                self.reach(position + 1)
                 return False
             self._keys[key] = len(self._items)
         self._items.append(item)
@@ -123,6 +122,13 @@ class ItemLog:
             self._cursor = None
         else:
             self._cursor = max(0, position)
+
+    def reach(self, position: int) -> None:
+        """Move a replay forward to ``position`` (never back); no-op when not replaying."""
+        if self._cursor is not None:
+            self._cursor = max(self._cursor, position)
+            if self._cursor >= len(self._items):
+                self._cursor = None
 
     @property
     def position(self) -> int:
