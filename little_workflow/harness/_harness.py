@@ -52,7 +52,7 @@ from little_workflow.harness._execution import GraphRun, input_message
 from little_workflow.harness._graph import GraphStep
 from little_workflow.harness._redaction import RedactingRecorder, Redactor
 from little_workflow.harness._slots import ModelSlot
-from little_workflow.harness._spawning import AGENT_RUNNER, spawn_metadata
+from little_workflow.harness._spawning import AGENT_RUNNER, durable_adapter, spawn_metadata
 from little_workflow.harness._tool_registry import ToolRegistry
 from little_workflow.harness._tools import Tool
 from little_workflow.harness.models import ToolSpec
@@ -520,10 +520,13 @@ class AgentHarness:
 
         An agent **object** runs in this process as a task, with this harness's slots,
         tools and environment (a durable harness keeps the child's own snapshot and
-        ledger, under the child's execution id). An agent **reference**
-        (``package.module:attr`` naming a module-level ``AgentHarness`` or ``GraphStep``)
-        runs through ``subprocess`` (default: the environment's adapter, else in this
-        process): with a local adapter it is its own OS process, and survives this one.
+        ledger, under the child's execution id). It is refused (``ConfigError``, code
+        ``detached_spawn_needs_reference``) when the environment's subprocess adapter is
+        durable: every detached spawn there lands a manifest, and an object would not.
+        An agent **reference** (``package.module:attr`` naming a module-level
+        ``AgentHarness`` or ``GraphStep``) runs through ``subprocess`` (default: the
+        environment's adapter, else in this process): with a local adapter it is its own
+        OS process, and survives this one.
         The parent is checkpointed before a referenced child starts (its manifest names
         the parent's execution, which ``reattach_live_children`` restores) and, for
         every child, when it settles.
@@ -563,6 +566,17 @@ class AgentHarness:
                 "detached_spawn(subprocess=...) runs an agent named by reference "
                 "('package.module:attr' of a module-level AgentHarness or GraphStep); "
                 "an agent object cannot cross a process boundary"
+            )
+        if durable_adapter(self.subprocess_adapter):
+            # A manifest for an object would name nothing a child process or the next
+            # host could import: the child would die with this process, unannounced.
+            raise ConfigError(
+                f"detached_spawn of an agent object on harness {self.name!r}, whose "
+                "subprocess adapter is durable: an object runs as a task of this process, "
+                "lands no manifest and dies with it, so reattach_live_children could never "
+                "find it. Pass a reference instead ('package.module:attr' naming a "
+                "module-level AgentHarness or GraphStep)",
+                code="detached_spawn_needs_reference",
             )
         child = Context(
             id=child_id,

@@ -48,6 +48,7 @@ __all__ = [
     "AGENT_RUNNER",
     "LiveChildren",
     "dispatch",
+    "durable_adapter",
     "reattach_live_children",
     "run_spawned_agent",
     "spawn_metadata",
@@ -76,6 +77,11 @@ def spawn_metadata(
         instructions=instructions,
     )
     return metadata
+
+
+def durable_adapter(adapter: SubprocessAdapter | None) -> bool:
+    """Whether ``adapter`` keeps manifests (has storage): its children outlive this host."""
+    return adapter is not None and getattr(adapter, "storage", None) is not None
 
 
 def step_handle_id(execution_id: str, path: str) -> str:
