@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from little_workflow.codec import JsonValue
+from little_workflow.durable._checkpoints import V1_LAYER_IDS
+from little_workflow.errors import ConfigError
 from little_workflow.harness.models import Message
 from little_workflow.ids import new_id
 
@@ -34,6 +36,7 @@ __all__ = [
     "Item",
     "ItemLog",
     "ScratchpadLayer",
+    "check_layer_ids",
     "default_layers",
     "run_append_pipeline",
 ]
@@ -165,7 +168,8 @@ class ContextLayer(Protocol):
     """A part of the context that contributes messages to a model request.
 
     ``id`` is stable (``instructions``, ``scratchpad``, ``history``): snapshots store
-    each layer's ``state()`` under it. ``on_append`` sees every item appended through
+    each layer's ``state()`` under it. The ids of version-1 snapshots' layers are
+    reserved (``check_layer_ids``). ``on_append`` sees every item appended through
     ``run_append_pipeline`` (a history window may trim, a scratchpad may take notes).
     """
 
@@ -290,6 +294,24 @@ STANDARD_LAYERS: dict[str, type[InstructionsLayer | ScratchpadLayer | HistoryLay
 }
 
 
+def check_layer_ids(layers: Iterable[ContextLayer], *, where: str) -> None:
+    """Refuse a layer whose id is reserved: ``ConfigError``, code ``reserved_layer_id``.
+
+    ``working-context``, ``static-content`` and ``history-window`` are the layer ids of
+    schema-version-1 snapshots, which a restore refuses (``CHECKPOINT_SCHEMA_MISMATCH``):
+    a layer of the same id would be saved, and every restore of it refused.
+    """
+    for layer in layers:
+        if layer.id in V1_LAYER_IDS:
+            raise ConfigError(
+                f"{where}: layer {layer.id!r} ({type(layer).__name__}) has an id reserved for "
+                f"the layers of version-1 snapshots ({', '.join(sorted(V1_LAYER_IDS))}); a "
+                "snapshot holding it would be refused on every restore. Give the layer "
+                "another id",
+                code="reserved_layer_id",
+            )
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AskUserPrompt:
     """A question to the person, waiting for an answer."""
@@ -326,6 +348,9 @@ class Context:
     #: persisted.
     artifacts: StepArtifacts | None = None
     memory: MemoryStore | None = None
+
+    def __post_init__(self) -> None:
+        check_layer_ids(self.layers, where=f"context {self.id!r}")
 
     def layer(self, layer_id: str) -> ContextLayer | None:
         """The layer with this id, if the context has one."""

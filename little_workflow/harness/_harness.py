@@ -45,6 +45,7 @@ from little_workflow.harness._context import (
     ContextLayer,
     Item,
     ItemLog,
+    check_layer_ids,
     default_layers,
     run_append_pipeline,
 )
@@ -312,6 +313,9 @@ class AgentHarness:
         append_input: bool = False,
     ) -> JsonValue:
         """Run the graph at path ``root`` (``None``: the latest turn the ledger recorded)."""
+        # A layer added after the context was built: refused before anything runs, not
+        # saved in snapshots that every restore would refuse.
+        check_layer_ids(ctx.layers, where=f"execution {ctx.id!r}")
         if recorder is None and self.checkpoint_store is not None:
             recorder = await StepLedger.load(self.checkpoint_store.storage, ctx.id, self.retention)
         if root is None:
@@ -421,6 +425,7 @@ class AgentHarness:
         if run is not None:
             run.checkpoints += 1
         try:
+            check_layer_ids(ctx.layers, where=f"execution {ctx.id!r}")
             redactor = self._redactor(ctx.id)
             stored = redactor.stored if redactor else _as_is
             snapshot = CheckpointSnapshot(
