@@ -28,6 +28,7 @@ import math
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from little_workflow import codec
 from little_workflow.codec import JsonValue
@@ -44,6 +45,7 @@ __all__ = [
     "entry_keys",
     "ledger_key",
     "ledger_prefix",
+    "step_ledger_retention",
 ]
 
 logger = logging.getLogger("little_workflow.durable")
@@ -80,6 +82,48 @@ class StepLedgerRetention:
 
 
 DEFAULT_STEP_LEDGER_RETENTION = StepLedgerRetention()
+
+#: The keys a retention mapping may have: the seed's names, and the Python ones.
+_RETENTION_KEYS = {
+    "maxEntryBytes": "max_entry_bytes",
+    "max_entry_bytes": "max_entry_bytes",
+    "maxEntries": "max_entries",
+    "max_entries": "max_entries",
+}
+
+
+def step_ledger_retention(value: StepLedgerRetention | Mapping[str, Any]) -> StepLedgerRetention:
+    """``value`` as a ``StepLedgerRetention``; a mapping is the seed's shape.
+
+    ``{"maxEntryBytes": ..., "maxEntries": ...}`` (or the snake_case names); an axis left
+    out keeps its default. Anything else, an unknown key, or a cap that is not positive
+    raises ``ConfigError`` with code ``STEP_LEDGER_RETENTION_INVALID``.
+    """
+    if isinstance(value, StepLedgerRetention):
+        return value
+    if not isinstance(value, Mapping):
+        raise ConfigError(
+            f"step ledger retention {value!r} is a {type(value).__name__}; pass a "
+            "StepLedgerRetention or a mapping {'maxEntryBytes': ..., 'maxEntries': ...}",
+            code="STEP_LEDGER_RETENTION_INVALID",
+        )
+    fields: dict[str, Any] = {}
+    for key, cap in value.items():
+        name = _RETENTION_KEYS.get(key) if isinstance(key, str) else None
+        if name is None:
+            raise ConfigError(
+                f"step ledger retention has an unknown key {key!r}; the caps are "
+                "'maxEntryBytes' (the largest output recorded, UTF-8 bytes of its JSON) and "
+                "'maxEntries' (entries per execution)",
+                code="STEP_LEDGER_RETENTION_INVALID",
+            )
+        if name in fields:
+            raise ConfigError(
+                f"step ledger retention gives {name} twice ({key!r} and another spelling)",
+                code="STEP_LEDGER_RETENTION_INVALID",
+            )
+        fields[name] = cap
+    return StepLedgerRetention(**fields)
 
 
 def ledger_prefix(execution_id: str) -> str:

@@ -35,6 +35,7 @@ from little_workflow.durable._ledger import (
     StepLedger,
     StepLedgerRetention,
     entry_keys,
+    step_ledger_retention,
 )
 from little_workflow.durable._recorder import NullRecorder, Recorder
 from little_workflow.errors import AwaitingAnswerError, ConfigError, CorruptDataError
@@ -96,7 +97,14 @@ class HarnessStorage:
     """Where a durable harness keeps its snapshots and step ledger."""
 
     checkpoint_store: CheckpointStore | None = None
-    step_ledger_retention: StepLedgerRetention = DEFAULT_STEP_LEDGER_RETENTION
+    #: A ``StepLedgerRetention``, or the seed's mapping ``{"maxEntryBytes": ...,
+    #: "maxEntries": ...}``, converted (and validated) here.
+    step_ledger_retention: StepLedgerRetention | Mapping[str, Any] = DEFAULT_STEP_LEDGER_RETENTION
+
+    def __post_init__(self) -> None:
+        # Validated at construction: a bad cap must not surface at the first step.
+        retention = step_ledger_retention(self.step_ledger_retention)
+        object.__setattr__(self, "step_ledger_retention", retention)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -247,7 +255,9 @@ class AgentHarness:
         #: The checkpoint store, or ``None``: then every durability hook is a no-op.
         self.checkpoint_store = None if storage is None else storage.checkpoint_store
         self.retention = (
-            DEFAULT_STEP_LEDGER_RETENTION if storage is None else storage.step_ledger_retention
+            DEFAULT_STEP_LEDGER_RETENTION
+            if storage is None
+            else step_ledger_retention(storage.step_ledger_retention)
         )
         self._runs: dict[str, GraphRun] = {}
         # Per execution: the secret values its redacting tools have seen, in memory only
