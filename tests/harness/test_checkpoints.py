@@ -3,8 +3,9 @@
 A zero-config harness writes nothing anywhere; a harness with a checkpoint store keeps
 one snapshot per execution (overwritten), taken after an ``execute()`` that changed the
 item log, when an ask-user prompt is queued, after ``run_append_pipeline()`` and on an
-explicit ``checkpoint()``. (The seed's fourth trigger, ``detached_spawn()`` settling, has
-no subject yet: ``detached_spawn`` is a later issue.)
+explicit ``checkpoint()``. The seed's fourth trigger, ``detached_spawn()`` settling (and,
+for a child named by reference, starting), is tested in ``test_detached_spawn`` and
+``test_spawn_references``.
 """
 
 from __future__ import annotations
