@@ -4,7 +4,8 @@ A context carries the execution id, thread and resource ids, the **item log** (t
 conversation: user messages, the model's answers with their tool calls, tool results),
 **layers** that turn the context into a model request (``instructions``, ``scratchpad``,
 ``history``), the working directory, the ask-user queue, the caller's ``state`` (never
-persisted) and the ``parent`` context of a spawned agent.
+persisted) and the ``parent`` context of a spawned agent. ``await ctx.checkpoint()``
+persists a snapshot on demand.
 
 The item log deduplicates model answers by response id: a turn re-issued after a crash
 that yields the identical response is not recorded twice.
@@ -348,9 +349,28 @@ class Context:
     #: persisted.
     artifacts: StepArtifacts | None = None
     memory: MemoryStore | None = None
+    #: Saves the execution's snapshot (set by the harness that runs or built this
+    #: context; see ``checkpoint``); never persisted.
+    checkpointer: Callable[[], Awaitable[bool]] | None = field(
+        default=None, repr=False, compare=False
+    )
 
     def __post_init__(self) -> None:
         check_layer_ids(self.layers, where=f"context {self.id!r}")
+
+    async def checkpoint(self) -> bool:
+        """Persist a snapshot of this execution now; whether one was saved.
+
+        The manual trigger of ``harness.checkpoint(ctx)``, for code that changed the
+        context (a layer's state, the working directory) and wants it durable before
+        going on. A context built or run by a harness with a checkpoint store saves the
+        execution's snapshot (a spawned agent's context, its execution's: it has none of
+        its own); otherwise, as every durability hook of a zero-config harness, this is
+        a no-op and returns ``False``. A failing save is logged and returns ``False``.
+        """
+        if self.checkpointer is None:
+            return False
+        return await self.checkpointer()
 
     def layer(self, layer_id: str) -> ContextLayer | None:
         """The layer with this id, if the context has one."""

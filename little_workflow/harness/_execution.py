@@ -509,6 +509,8 @@ class GraphRun:
                 cwd=self.ctx.cwd,
                 parent=self.ctx,
             )
+            # A child context has no snapshot of its own: its checkpoint is the execution's.
+            self.harness.bind(child, self.root.ctx)
             if child_input is not None:
                 await self.append(child, [Item(message=input_message(child_input))])
             # No composite units in the child: its context is not snapshotted, so a re-run

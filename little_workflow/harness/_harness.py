@@ -279,7 +279,7 @@ class AgentHarness:
         parent: Context | None = None,
     ) -> Context:
         """A fresh context; ``instructions`` fill the default ``instructions`` layer."""
-        return Context(
+        ctx = Context(
             id=id or new_id("exec"),
             thread_id=thread_id,
             resource_id=resource_id,
@@ -288,6 +288,17 @@ class AgentHarness:
             state=state,
             parent=parent,
         )
+        self.bind(ctx)
+        return ctx
+
+    def bind(self, ctx: Context, execution: Context | None = None) -> None:
+        """Make ``ctx.checkpoint()`` save ``execution``'s snapshot (default: ``ctx``'s)."""
+        target = ctx if execution is None else execution
+
+        async def checkpoint() -> bool:
+            return await self.checkpoint(target)
+
+        ctx.checkpointer = checkpoint
 
     async def execute(
         self, ctx: Context, input: JsonValue = None, *, recorder: Recorder | None = None
@@ -326,6 +337,7 @@ class AgentHarness:
         # A layer added after the context was built: refused before anything runs, not
         # saved in snapshots that every restore would refuse.
         check_layer_ids(ctx.layers, where=f"execution {ctx.id!r}")
+        self.bind(ctx)
         if recorder is None and self.checkpoint_store is not None:
             recorder = await StepLedger.load(self.checkpoint_store.storage, ctx.id, self.retention)
         if root is None:
@@ -420,17 +432,18 @@ class AgentHarness:
                 self._redactors[execution_id] = redactor
         return redactor
 
-    async def checkpoint(self, ctx: Context) -> None:
-        """Save a snapshot of ``ctx`` (a no-op without a checkpoint store).
+    async def checkpoint(self, ctx: Context) -> bool:
+        """Save a snapshot of ``ctx``; whether it was saved (``False`` without a store).
 
         The frontier is the running execution's steps in flight, or (between runs) the
         context's own. A failing save (or a context that cannot be snapshotted) is
         logged and swallowed: a checkpoint never fails the step that triggered it. What
-        it would have saved is rebuilt from the ledger on resume.
+        it would have saved is rebuilt from the ledger on resume. ``ctx.checkpoint()``
+        calls this.
         """
         store = self.checkpoint_store
         if store is None:
-            return
+            return False
         run = self._runs.get(ctx.id)
         if run is not None:
             run.checkpoints += 1
@@ -462,6 +475,8 @@ class AgentHarness:
             await store.save(snapshot)
         except Exception as exc:  # the step that triggered it still succeeds
             logger.warning("checkpoint of execution %r was not saved: %s", ctx.id, exc)
+            return False
+        return True
 
     async def restore(
         self, execution_id: str, options: RestoreContextOptions | None = None
@@ -518,6 +533,7 @@ class AgentHarness:
             for prompt in snapshot.ask_user
         ]
         ctx.frontier = [(entry.step_id, entry.input) for entry in snapshot.frontier]
+        self.bind(ctx)
         return ctx
 
     def detached_spawn(
@@ -609,6 +625,7 @@ class AgentHarness:
             params=self.params,
             environment=self.environment,
         )
+        runner.bind(child)
 
         async def body() -> JsonValue:
             try:
