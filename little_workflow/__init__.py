@@ -25,6 +25,13 @@ from little_workflow._lazy import lazy_exports
 if TYPE_CHECKING:
     from little_workflow.artifacts import ArtifactManifest, ArtifactStore
     from little_workflow.codec import JsonValue, canonical_json, sha256_digest
+    from little_workflow.durable import (
+        DEFAULT_STEP_LEDGER_RETENTION,
+        CheckpointSnapshot,
+        CheckpointStore,
+        StepLedgerRetention,
+        create_checkpoint_store,
+    )
     from little_workflow.errors import (
         AckBeyondLastSeqError,
         ArtifactNotFoundError,
@@ -81,7 +88,10 @@ if TYPE_CHECKING:
     from little_workflow.harness import (
         AgentHarness,
         Context,
+        HarnessEnvironment,
+        HarnessStorage,
         ModelSlot,
+        RestoreContextOptions,
         Tool,
         agent,
         reattach_live_children,
@@ -136,6 +146,13 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "JsonValue",
         "canonical_json",
         "sha256_digest",
+    ),
+    "little_workflow.durable": (
+        "DEFAULT_STEP_LEDGER_RETENTION",
+        "CheckpointSnapshot",
+        "CheckpointStore",
+        "StepLedgerRetention",
+        "create_checkpoint_store",
     ),
     "little_workflow.errors": (
         "AckBeyondLastSeqError",
@@ -193,7 +210,10 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "little_workflow.harness": (
         "AgentHarness",
         "Context",
+        "HarnessEnvironment",
+        "HarnessStorage",
         "ModelSlot",
+        "RestoreContextOptions",
         "Tool",
         "agent",
         "reattach_live_children",
@@ -250,6 +270,7 @@ if not TYPE_CHECKING:
     __getattr__, __dir__ = lazy_exports(__name__, globals(), _EXPORTS)
 
 __all__ = [
+    "DEFAULT_STEP_LEDGER_RETENTION",
     "AckBeyondLastSeqError",
     "AgentHarness",
     "AgentStep",
@@ -259,6 +280,8 @@ __all__ = [
     "AwaitingAnswerError",
     "BlobNotFoundError",
     "CapabilityDriftError",
+    "CheckpointSnapshot",
+    "CheckpointStore",
     "ConfigError",
     "ConflictError",
     "Context",
@@ -270,6 +293,8 @@ __all__ = [
     "FrameTooLargeError",
     "FunctionNotAllowedError",
     "Happened",
+    "HarnessEnvironment",
+    "HarnessStorage",
     "InvalidAddressError",
     "InvalidForkPointError",
     "InvalidIdError",
@@ -301,6 +326,7 @@ __all__ = [
     "PlannerError",
     "RecordedFailure",
     "ReplayResult",
+    "RestoreContextOptions",
     "RetryPolicy",
     "RunFailedError",
     "RunInfo",
@@ -311,6 +337,7 @@ __all__ = [
     "SchemaVersionError",
     "SequenceGapError",
     "StepContext",
+    "StepLedgerRetention",
     "StorageAdapter",
     "StorageBusyError",
     "StorageError",
@@ -332,6 +359,7 @@ __all__ = [
     "__version__",
     "agent",
     "canonical_json",
+    "create_checkpoint_store",
     "create_durable_outbound_queue",
     "create_file_storage",
     "create_in_memory_event_log",

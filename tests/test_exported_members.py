@@ -25,6 +25,7 @@ def test_package_all_is_sorted_and_complete() -> None:
 
 def test_public_names_are_pinned() -> None:
     assert set(little_workflow.__all__) == {
+        "DEFAULT_STEP_LEDGER_RETENTION",
         "AckBeyondLastSeqError",
         "AgentHarness",
         "AgentStep",
@@ -34,6 +35,8 @@ def test_public_names_are_pinned() -> None:
         "AwaitingAnswerError",
         "BlobNotFoundError",
         "CapabilityDriftError",
+        "CheckpointSnapshot",
+        "CheckpointStore",
         "ConfigError",
         "ConflictError",
         "Context",
@@ -45,6 +48,8 @@ def test_public_names_are_pinned() -> None:
         "FrameTooLargeError",
         "FunctionNotAllowedError",
         "Happened",
+        "HarnessEnvironment",
+        "HarnessStorage",
         "InvalidAddressError",
         "InvalidForkPointError",
         "InvalidIdError",
@@ -76,6 +81,7 @@ def test_public_names_are_pinned() -> None:
         "PlannerError",
         "RecordedFailure",
         "ReplayResult",
+        "RestoreContextOptions",
         "RetryPolicy",
         "RunFailedError",
         "RunInfo",
@@ -86,6 +92,7 @@ def test_public_names_are_pinned() -> None:
         "SchemaVersionError",
         "SequenceGapError",
         "StepContext",
+        "StepLedgerRetention",
         "StorageAdapter",
         "StorageBusyError",
         "StorageError",
@@ -108,6 +115,7 @@ def test_public_names_are_pinned() -> None:
         "agent",
         "side_effect",
         "canonical_json",
+        "create_checkpoint_store",
         "create_durable_outbound_queue",
         "create_file_storage",
         "create_in_memory_event_log",
@@ -141,3 +149,20 @@ def test_importing_the_package_does_not_import_psycopg() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     )
     assert result.stdout.strip() == "False"
+
+
+def test_the_durable_harness_names_of_the_seed_come_from_the_root() -> None:
+    """The seed imports ``createCheckpointStore`` and ``DEFAULT_STEP_LEDGER_RETENTION`` from
+    the core package: they, and what its durable example builds, are the same objects here."""
+    from little_workflow import durable, harness
+
+    for name in (
+        "DEFAULT_STEP_LEDGER_RETENTION",
+        "CheckpointSnapshot",
+        "CheckpointStore",
+        "StepLedgerRetention",
+        "create_checkpoint_store",
+    ):
+        assert getattr(little_workflow, name) is getattr(durable, name), name
+    for name in ("HarnessEnvironment", "HarnessStorage", "RestoreContextOptions"):
+        assert getattr(little_workflow, name) is getattr(harness, name), name

@@ -10,7 +10,10 @@ differently from what the rest of the run already saw.
 * Only successes are recorded: a step that raised runs again.
 * A step whose identity changed at a recorded path runs fresh, and its recorded subtree
   is discarded (``MemoTable`` with the ``rerun`` policy).
-* A completed composite step replays whole, without descending into its children.
+* A completed composite step replays whole, without descending into its children. Its
+  entry records where the item log stood when it ended (``itemPosition``), and its
+  replay moves the log's replay position there: later steps see what its children
+  appended although they did not run (entries written before this had none).
 
 Retention bounds the ledger on two axes (``StepLedgerRetention``): the largest output
 recorded (UTF-8 bytes of its JSON) and the entries kept per execution. A step over
@@ -25,6 +28,7 @@ import math
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from little_workflow import codec
 from little_workflow.codec import JsonValue
@@ -41,6 +45,7 @@ __all__ = [
     "entry_keys",
     "ledger_key",
     "ledger_prefix",
+    "step_ledger_retention",
 ]
 
 logger = logging.getLogger("little_workflow.durable")
@@ -77,6 +82,48 @@ class StepLedgerRetention:
 
 
 DEFAULT_STEP_LEDGER_RETENTION = StepLedgerRetention()
+
+#: The keys a retention mapping may have: the seed's names, and the Python ones.
+_RETENTION_KEYS = {
+    "maxEntryBytes": "max_entry_bytes",
+    "max_entry_bytes": "max_entry_bytes",
+    "maxEntries": "max_entries",
+    "max_entries": "max_entries",
+}
+
+
+def step_ledger_retention(value: StepLedgerRetention | Mapping[str, Any]) -> StepLedgerRetention:
+    """``value`` as a ``StepLedgerRetention``; a mapping is the seed's shape.
+
+    ``{"maxEntryBytes": ..., "maxEntries": ...}`` (or the snake_case names); an axis left
+    out keeps its default. Anything else, an unknown key, or a cap that is not positive
+    raises ``ConfigError`` with code ``STEP_LEDGER_RETENTION_INVALID``.
+    """
+    if isinstance(value, StepLedgerRetention):
+        return value
+    if not isinstance(value, Mapping):
+        raise ConfigError(
+            f"step ledger retention {value!r} is a {type(value).__name__}; pass a "
+            "StepLedgerRetention or a mapping {'maxEntryBytes': ..., 'maxEntries': ...}",
+            code="STEP_LEDGER_RETENTION_INVALID",
+        )
+    fields: dict[str, Any] = {}
+    for key, cap in value.items():
+        name = _RETENTION_KEYS.get(key) if isinstance(key, str) else None
+        if name is None:
+            raise ConfigError(
+                f"step ledger retention has an unknown key {key!r}; the caps are "
+                "'maxEntryBytes' (the largest output recorded, UTF-8 bytes of its JSON) and "
+                "'maxEntries' (entries per execution)",
+                code="STEP_LEDGER_RETENTION_INVALID",
+            )
+        if name in fields:
+            raise ConfigError(
+                f"step ledger retention gives {name} twice ({key!r} and another spelling)",
+                code="STEP_LEDGER_RETENTION_INVALID",
+            )
+        fields[name] = cap
+    return StepLedgerRetention(**fields)
 
 
 def ledger_prefix(execution_id: str) -> str:
@@ -125,12 +172,17 @@ class StepLedger:
         self.retention = retention
         self.memo = MemoTable(scope=f"execution {execution_id!r}", on_mismatch="rerun")
         self._keys: dict[str, int] = {}
+        #: path → the item-log position recorded with its entry, when it has one.
+        self._positions: dict[str, int] = {}
         for path, (seq, entry) in entries.items():
             identity = entry.get("identity")
             self.memo.record(
                 path, identity if isinstance(identity, str) else "", entry.get("output")
             )
             self._keys[path] = seq
+            position = entry.get("itemPosition")
+            if isinstance(position, int) and not isinstance(position, bool) and position >= 0:
+                self._positions[path] = position
         self._next_seq = max((seq for seq, _ in entries.values()), default=0) + 1
         #: Entries no longer wanted (superseded, or under an edited step): deleted at the
         #: next write, so that a discard costs nothing until the run records again.
@@ -180,7 +232,7 @@ class StepLedger:
         if recorded is None:
             return None
         if recorded.identity == unit.identity:
-            return Recorded(value=recorded.value)
+            return Recorded(value=recorded.value, item_position=self._positions.get(unit.path))
         before = set(self._keys)
         self.memo.lookup(unit.path, unit.identity)  # the "rerun" policy: drops the subtree
         for path in before.difference(entry.path for entry in self.memo):
@@ -227,6 +279,8 @@ class StepLedger:
             "output": value,
             "recordedAt": time.time(),
         }
+        if unit.item_position is not None:
+            entry["itemPosition"] = unit.item_position
         try:
             await self.storage.set(ledger_key(self.execution_id, seq), entry)
         except Exception as exc:
@@ -244,6 +298,10 @@ class StepLedger:
         if previous is not None:
             self._stale.append(previous)
         self._keys[unit.path] = seq
+        if unit.item_position is None:
+            self._positions.pop(unit.path, None)
+        else:
+            self._positions[unit.path] = unit.item_position
         self.memo.record(unit.path, unit.identity, value)
         self.recorded += 1
 
@@ -289,4 +347,5 @@ class StepLedger:
         await self.clear_execution(self.storage, self.execution_id)
         self.memo = MemoTable(scope=f"execution {self.execution_id!r}", on_mismatch="rerun")
         self._keys.clear()
+        self._positions.clear()
         self._stale.clear()

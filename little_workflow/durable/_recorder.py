@@ -12,6 +12,12 @@ One harness, several recorders: ``NullRecorder`` (a zero-config harness persists
 nothing), the run-log recorder of a session inside a workflow run (Layer C:
 ``harness.model.called`` ... events in the run's log), and the step-completion ledger of
 a harness with a checkpoint store.
+
+A unit may append to the conversation while it runs (a composite's children do, a code
+step may): a replay that skips it must still move the conversation's **replay
+position** past what it appended. ``run_unit``'s ``cursor`` (the item log) says where
+the log stood when the unit ended; a recorder that keeps it (the step ledger) gives it
+back, and the replay moves the cursor there, at whatever depth the replay happens.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ __all__ = [
     "Recorded",
     "RecordedFailure",
     "Recorder",
+    "ReplayCursor",
     "Unit",
     "UnitKind",
     "run_unit",
@@ -50,6 +57,9 @@ class Unit:
     #: Whether its start must be durable before it runs (it names something it will
     #: create elsewhere, such as a sub-run); otherwise a recorder may write it behind.
     durable_start: bool = False
+    #: Where the conversation's replay position stood when the unit completed (set by
+    #: ``run_unit`` from its ``cursor``, for ``succeeded``); ``None`` when not tracked.
+    item_position: int | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -60,6 +70,21 @@ class Recorded:
     ok: bool = True
     error_code: str | None = None
     message: str | None = None
+    #: The recorded ``Unit.item_position``: a replay moves the cursor there.
+    item_position: int | None = None
+
+
+class ReplayCursor(Protocol):
+    """The replay position of a conversation (the harness's ``ItemLog``)."""
+
+    @property
+    def position(self) -> int:
+        """How many items the conversation so far holds."""
+        ...
+
+    def reach(self, position: int) -> None:
+        """Move a replay forward to ``position`` (never back; no-op when not replaying)."""
+        ...
 
 
 @runtime_checkable
@@ -119,6 +144,7 @@ async def run_unit(
     *,
     prepare: Callable[[Mapping[str, JsonValue]], Mapping[str, JsonValue]] | None = None,
     reconcile: Callable[[Mapping[str, JsonValue]], Awaitable[Recorded | None]] | None = None,
+    cursor: ReplayCursor | None = None,
 ) -> JsonValue:
     """Replay ``unit`` if its outcome is recorded; else record its start, run it, record it.
 
@@ -127,9 +153,13 @@ async def run_unit(
     is first recorded, such as the id of a sub-run to start, is then not called again).
     ``reconcile`` is asked first about such a unit (a side effect whose outcome a crash
     lost): a ``Recorded`` value is recorded as its outcome instead of running it again.
+    ``cursor`` is the conversation the unit may append to: its position is recorded with
+    the outcome, and a replay moves it back there (see the module docstring).
     """
     recorded = recorder.replay(unit)
     if recorded is not None:
+        if cursor is not None and recorded.item_position is not None:
+            cursor.reach(recorded.item_position)
         if recorded.ok:
             return recorded.value
         raise RecordedFailure(
@@ -145,12 +175,17 @@ async def run_unit(
         if reconcile is not None:
             settled = await reconcile(detail)
             if settled is not None:
-                await recorder.succeeded(unit, settled.value)
+                await recorder.succeeded(_ended(unit, cursor), settled.value)
                 return settled.value
     try:
         value = await compute(detail)
     except Exception as exc:
         await recorder.failed(unit, exc)
         raise
-    await recorder.succeeded(unit, value)
+    await recorder.succeeded(_ended(unit, cursor), value)
     return value
+
+
+def _ended(unit: Unit, cursor: ReplayCursor | None) -> Unit:
+    """``unit`` with the cursor's position at its end, for the recorder."""
+    return unit if cursor is None else replace(unit, item_position=cursor.position)

@@ -4,7 +4,8 @@ A context carries the execution id, thread and resource ids, the **item log** (t
 conversation: user messages, the model's answers with their tool calls, tool results),
 **layers** that turn the context into a model request (``instructions``, ``scratchpad``,
 ``history``), the working directory, the ask-user queue, the caller's ``state`` (never
-persisted) and the ``parent`` context of a spawned agent.
+persisted) and the ``parent`` context of a spawned agent. ``await ctx.checkpoint()``
+persists a snapshot on demand.
 
 The item log deduplicates model answers by response id: a turn re-issued after a crash
 that yields the identical response is not recorded twice.
@@ -17,6 +18,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from little_workflow.codec import JsonValue
+from little_workflow.durable._checkpoints import V1_LAYER_IDS
+from little_workflow.errors import ConfigError
 from little_workflow.harness.models import Message
 from little_workflow.ids import new_id
 
@@ -34,6 +37,7 @@ __all__ = [
     "Item",
     "ItemLog",
     "ScratchpadLayer",
+    "check_layer_ids",
     "default_layers",
     "run_append_pipeline",
 ]
@@ -77,7 +81,9 @@ class ItemLog:
     items the replay has reached (an item appended again moves it to where that item
     already is). ``messages`` and ``last_assistant()`` read up to it, so a step sees
     the conversation as it was when the step first ran, not the restored end of it. An
-    item the log does not hold yet is appended at the end, and ends the replay.
+    item the log does not hold yet is appended at the end, and ends the replay. A step
+    replayed whole from its record (a composite, whose children do not run) moves the
+    position with ``reach`` to where the log stood when it first ended.
     """
 
     def __init__(self, items: Iterable[Item] = ()) -> None:
@@ -107,10 +113,7 @@ class ItemLog:
         if key is not None:
             position = self._keys.get(key)
             if position is not None:
-                if self._cursor is not None:
-                    self._cursor = max(self._cursor, position + 1)
-                    if self._cursor >= len(self._items):
-                        self._cursor = None
+                self.reach(position + 1)
                 return False
             self._keys[key] = len(self._items)
         self._items.append(item)
@@ -123,6 +126,13 @@ class ItemLog:
             self._cursor = None
         else:
             self._cursor = max(0, position)
+
+    def reach(self, position: int) -> None:
+        """Move a replay forward to ``position`` (never back); no-op when not replaying."""
+        if self._cursor is not None:
+            self._cursor = max(self._cursor, position)
+            if self._cursor >= len(self._items):
+                self._cursor = None
 
     @property
     def position(self) -> int:
@@ -159,7 +169,8 @@ class ContextLayer(Protocol):
     """A part of the context that contributes messages to a model request.
 
     ``id`` is stable (``instructions``, ``scratchpad``, ``history``): snapshots store
-    each layer's ``state()`` under it. ``on_append`` sees every item appended through
+    each layer's ``state()`` under it. The ids of version-1 snapshots' layers are
+    reserved (``check_layer_ids``). ``on_append`` sees every item appended through
     ``run_append_pipeline`` (a history window may trim, a scratchpad may take notes).
     """
 
@@ -284,6 +295,24 @@ STANDARD_LAYERS: dict[str, type[InstructionsLayer | ScratchpadLayer | HistoryLay
 }
 
 
+def check_layer_ids(layers: Iterable[ContextLayer], *, where: str) -> None:
+    """Refuse a layer whose id is reserved: ``ConfigError``, code ``reserved_layer_id``.
+
+    ``working-context``, ``static-content`` and ``history-window`` are the layer ids of
+    schema-version-1 snapshots, which a restore refuses (``CHECKPOINT_SCHEMA_MISMATCH``):
+    a layer of the same id would be saved, and every restore of it refused.
+    """
+    for layer in layers:
+        if layer.id in V1_LAYER_IDS:
+            raise ConfigError(
+                f"{where}: layer {layer.id!r} ({type(layer).__name__}) has an id reserved for "
+                f"the layers of version-1 snapshots ({', '.join(sorted(V1_LAYER_IDS))}); a "
+                "snapshot holding it would be refused on every restore. Give the layer "
+                "another id",
+                code="reserved_layer_id",
+            )
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AskUserPrompt:
     """A question to the person, waiting for an answer."""
@@ -320,6 +349,28 @@ class Context:
     #: persisted.
     artifacts: StepArtifacts | None = None
     memory: MemoryStore | None = None
+    #: Saves the execution's snapshot (set by the harness that runs or built this
+    #: context; see ``checkpoint``); never persisted.
+    checkpointer: Callable[[], Awaitable[bool]] | None = field(
+        default=None, repr=False, compare=False
+    )
+
+    def __post_init__(self) -> None:
+        check_layer_ids(self.layers, where=f"context {self.id!r}")
+
+    async def checkpoint(self) -> bool:
+        """Persist a snapshot of this execution now; whether one was saved.
+
+        The manual trigger of ``harness.checkpoint(ctx)``, for code that changed the
+        context (a layer's state, the working directory) and wants it durable before
+        going on. A context built or run by a harness with a checkpoint store saves the
+        execution's snapshot (a spawned agent's context, its execution's: it has none of
+        its own); otherwise, as every durability hook of a zero-config harness, this is
+        a no-op and returns ``False``. A failing save is logged and returns ``False``.
+        """
+        if self.checkpointer is None:
+            return False
+        return await self.checkpointer()
 
     def layer(self, layer_id: str) -> ContextLayer | None:
         """The layer with this id, if the context has one."""

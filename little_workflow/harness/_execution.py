@@ -8,7 +8,9 @@ results (or errors, which go back to the model) appended.
 With ``composite_units`` (the step ledger) a ``sequence``, ``loop`` or ``branch`` is a
 unit too (kind ``composite``): once it completed, it replays whole, without descending.
 A spawned agent runs in a child ``GraphRun`` that shares its root's recorder and
-frontier: the execution has one frontier, one snapshot and one ask-user queue.
+frontier: the execution has one frontier, one snapshot and one ask-user queue. Its
+context is not snapshotted, so its composites are not units: a spawn step re-run after
+a crash rebuilds the child's conversation from the replays of its leaf steps.
 """
 
 from __future__ import annotations
@@ -174,7 +176,7 @@ class GraphRun:
                 async def compute(_: Mapping[str, JsonValue]) -> JsonValue:
                     return await step.run(self, path)
 
-                return await run_unit(self.recorder, unit, compute)
+                return await run_unit(self.recorder, unit, compute, cursor=self.ctx.items)
             return await step.run(self, path)
         except BaseException:
             if self.root.failed_frontier is None:
@@ -232,7 +234,7 @@ class GraphRun:
             value: JsonValue = response.model_dump(mode="json", by_alias=True)
             return value
 
-        value = await run_unit(self.recorder, unit, compute, prepare=prepare)
+        value = await run_unit(self.recorder, unit, compute, prepare=prepare, cursor=self.ctx.items)
         response = ModelResponse.model_validate(value)
         self.offered = step.tools
         await self.append(self.ctx, [Item(message=response.message, response_id=response.id)])
@@ -384,6 +386,7 @@ class GraphRun:
                 compute,
                 prepare=None if hook is None else hook.prepare,
                 reconcile=reconcile,
+                cursor=self.ctx.items,
             )
         except (ToolCallError, RecordedFailure) as exc:
             if tool_call_id is not None:
@@ -441,7 +444,7 @@ class GraphRun:
             value: JsonValue = result
             return value
 
-        return await run_unit(self.recorder, unit, compute)
+        return await run_unit(self.recorder, unit, compute, cursor=self.ctx.items)
 
     async def ask_user(self, step: AskUser, path: str) -> JsonValue:
         """Ask (or replay the recorded answer); the answer becomes a user message.
@@ -466,7 +469,7 @@ class GraphRun:
             await self.append(self.ctx, [answer])
             return text
 
-        return await run_unit(self.recorder, unit, compute)
+        return await run_unit(self.recorder, unit, compute, cursor=self.ctx.items)
 
     async def spawn(self, step: Spawn, path: str) -> JsonValue:
         """Run the child agent in a child context (same recorder, paths under this one).
@@ -509,16 +512,14 @@ class GraphRun:
                 cwd=self.ctx.cwd,
                 parent=self.ctx,
             )
+            # A child context has no snapshot of its own: its checkpoint is the execution's.
+            self.harness.bind(child, self.root.ctx)
             if child_input is not None:
                 await self.append(child, [Item(message=input_message(child_input))])
-            child_run = GraphRun(
-                self.harness,
-                child,
-                self.recorder,
-                child_input,
-                composite_units=self.composite_units,
-                root=self.root,
-            )
+            # No composite units in the child: its context is not snapshotted, so a re-run
+            # rebuilds its conversation from the replays of its leaf steps, which a
+            # composite replayed whole would skip.
+            child_run = GraphRun(self.harness, child, self.recorder, child_input, root=self.root)
             return await child_run.run_step(step.agent, child_path(path, step.agent.id))
 
-        return await run_unit(self.recorder, unit, compute)
+        return await run_unit(self.recorder, unit, compute, cursor=self.ctx.items)

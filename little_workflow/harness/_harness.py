@@ -35,6 +35,7 @@ from little_workflow.durable._ledger import (
     StepLedger,
     StepLedgerRetention,
     entry_keys,
+    step_ledger_retention,
 )
 from little_workflow.durable._recorder import NullRecorder, Recorder
 from little_workflow.errors import AwaitingAnswerError, ConfigError, CorruptDataError
@@ -45,6 +46,7 @@ from little_workflow.harness._context import (
     ContextLayer,
     Item,
     ItemLog,
+    check_layer_ids,
     default_layers,
     run_append_pipeline,
 )
@@ -52,7 +54,7 @@ from little_workflow.harness._execution import GraphRun, input_message
 from little_workflow.harness._graph import GraphStep
 from little_workflow.harness._redaction import RedactingRecorder, Redactor
 from little_workflow.harness._slots import ModelSlot
-from little_workflow.harness._spawning import AGENT_RUNNER, spawn_metadata
+from little_workflow.harness._spawning import AGENT_RUNNER, durable_adapter, spawn_metadata
 from little_workflow.harness._tool_registry import ToolRegistry
 from little_workflow.harness._tools import Tool
 from little_workflow.harness.models import ToolSpec
@@ -95,7 +97,14 @@ class HarnessStorage:
     """Where a durable harness keeps its snapshots and step ledger."""
 
     checkpoint_store: CheckpointStore | None = None
-    step_ledger_retention: StepLedgerRetention = DEFAULT_STEP_LEDGER_RETENTION
+    #: A ``StepLedgerRetention``, or the seed's mapping ``{"maxEntryBytes": ...,
+    #: "maxEntries": ...}``, converted (and validated) here.
+    step_ledger_retention: StepLedgerRetention | Mapping[str, Any] = DEFAULT_STEP_LEDGER_RETENTION
+
+    def __post_init__(self) -> None:
+        # Validated at construction: a bad cap must not surface at the first step.
+        retention = step_ledger_retention(self.step_ledger_retention)
+        object.__setattr__(self, "step_ledger_retention", retention)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -246,7 +255,9 @@ class AgentHarness:
         #: The checkpoint store, or ``None``: then every durability hook is a no-op.
         self.checkpoint_store = None if storage is None else storage.checkpoint_store
         self.retention = (
-            DEFAULT_STEP_LEDGER_RETENTION if storage is None else storage.step_ledger_retention
+            DEFAULT_STEP_LEDGER_RETENTION
+            if storage is None
+            else step_ledger_retention(storage.step_ledger_retention)
         )
         self._runs: dict[str, GraphRun] = {}
         # Per execution: the secret values its redacting tools have seen, in memory only
@@ -268,7 +279,7 @@ class AgentHarness:
         parent: Context | None = None,
     ) -> Context:
         """A fresh context; ``instructions`` fill the default ``instructions`` layer."""
-        return Context(
+        ctx = Context(
             id=id or new_id("exec"),
             thread_id=thread_id,
             resource_id=resource_id,
@@ -277,6 +288,17 @@ class AgentHarness:
             state=state,
             parent=parent,
         )
+        self.bind(ctx)
+        return ctx
+
+    def bind(self, ctx: Context, execution: Context | None = None) -> None:
+        """Make ``ctx.checkpoint()`` save ``execution``'s snapshot (default: ``ctx``'s)."""
+        target = ctx if execution is None else execution
+
+        async def checkpoint() -> bool:
+            return await self.checkpoint(target)
+
+        ctx.checkpointer = checkpoint
 
     async def execute(
         self, ctx: Context, input: JsonValue = None, *, recorder: Recorder | None = None
@@ -312,6 +334,10 @@ class AgentHarness:
         append_input: bool = False,
     ) -> JsonValue:
         """Run the graph at path ``root`` (``None``: the latest turn the ledger recorded)."""
+        # A layer added after the context was built: refused before anything runs, not
+        # saved in snapshots that every restore would refuse.
+        check_layer_ids(ctx.layers, where=f"execution {ctx.id!r}")
+        self.bind(ctx)
         if recorder is None and self.checkpoint_store is not None:
             recorder = await StepLedger.load(self.checkpoint_store.storage, ctx.id, self.retention)
         if root is None:
@@ -406,21 +432,23 @@ class AgentHarness:
                 self._redactors[execution_id] = redactor
         return redactor
 
-    async def checkpoint(self, ctx: Context) -> None:
-        """Save a snapshot of ``ctx`` (a no-op without a checkpoint store).
+    async def checkpoint(self, ctx: Context) -> bool:
+        """Save a snapshot of ``ctx``; whether it was saved (``False`` without a store).
 
         The frontier is the running execution's steps in flight, or (between runs) the
         context's own. A failing save (or a context that cannot be snapshotted) is
         logged and swallowed: a checkpoint never fails the step that triggered it. What
-        it would have saved is rebuilt from the ledger on resume.
+        it would have saved is rebuilt from the ledger on resume. ``ctx.checkpoint()``
+        calls this.
         """
         store = self.checkpoint_store
         if store is None:
-            return
+            return False
         run = self._runs.get(ctx.id)
         if run is not None:
             run.checkpoints += 1
         try:
+            check_layer_ids(ctx.layers, where=f"execution {ctx.id!r}")
             redactor = self._redactor(ctx.id)
             stored = redactor.stored if redactor else _as_is
             snapshot = CheckpointSnapshot(
@@ -447,6 +475,8 @@ class AgentHarness:
             await store.save(snapshot)
         except Exception as exc:  # the step that triggered it still succeeds
             logger.warning("checkpoint of execution %r was not saved: %s", ctx.id, exc)
+            return False
+        return True
 
     async def restore(
         self, execution_id: str, options: RestoreContextOptions | None = None
@@ -503,6 +533,7 @@ class AgentHarness:
             for prompt in snapshot.ask_user
         ]
         ctx.frontier = [(entry.step_id, entry.input) for entry in snapshot.frontier]
+        self.bind(ctx)
         return ctx
 
     def detached_spawn(
@@ -520,10 +551,13 @@ class AgentHarness:
 
         An agent **object** runs in this process as a task, with this harness's slots,
         tools and environment (a durable harness keeps the child's own snapshot and
-        ledger, under the child's execution id). An agent **reference**
-        (``package.module:attr`` naming a module-level ``AgentHarness`` or ``GraphStep``)
-        runs through ``subprocess`` (default: the environment's adapter, else in this
-        process): with a local adapter it is its own OS process, and survives this one.
+        ledger, under the child's execution id). It is refused (``ConfigError``, code
+        ``detached_spawn_needs_reference``) when the environment's subprocess adapter is
+        durable: every detached spawn there lands a manifest, and an object would not.
+        An agent **reference** (``package.module:attr`` naming a module-level
+        ``AgentHarness`` or ``GraphStep``) runs through ``subprocess`` (default: the
+        environment's adapter, else in this process): with a local adapter it is its own
+        OS process, and survives this one.
         The parent is checkpointed before a referenced child starts (its manifest names
         the parent's execution, which ``reattach_live_children`` restores) and, for
         every child, when it settles.
@@ -564,6 +598,17 @@ class AgentHarness:
                 "('package.module:attr' of a module-level AgentHarness or GraphStep); "
                 "an agent object cannot cross a process boundary"
             )
+        if durable_adapter(self.subprocess_adapter):
+            # A manifest for an object would name nothing a child process or the next
+            # host could import: the child would die with this process, unannounced.
+            raise ConfigError(
+                f"detached_spawn of an agent object on harness {self.name!r}, whose "
+                "subprocess adapter is durable: an object runs as a task of this process, "
+                "lands no manifest and dies with it, so reattach_live_children could never "
+                "find it. Pass a reference instead ('package.module:attr' naming a "
+                "module-level AgentHarness or GraphStep)",
+                code="detached_spawn_needs_reference",
+            )
         child = Context(
             id=child_id,
             thread_id=parent_ctx.thread_id,
@@ -580,6 +625,7 @@ class AgentHarness:
             params=self.params,
             environment=self.environment,
         )
+        runner.bind(child)
 
         async def body() -> JsonValue:
             try:

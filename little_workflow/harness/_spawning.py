@@ -22,15 +22,17 @@ A child that failed or was lost is started again: that is a step re-run like any
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import inspect
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from little_workflow.codec import JsonValue, check_json_value
-from little_workflow.errors import ConfigError
-from little_workflow.harness._context import Context, Item, default_layers
+from little_workflow.errors import ConfigError, LittleWorkflowError
+from little_workflow.harness._context import Context, ContextLayer, Item, default_layers
 from little_workflow.platform import (
     ChildContext,
     SpawnSpec,
@@ -46,11 +48,14 @@ __all__ = [
     "AGENT_RUNNER",
     "LiveChildren",
     "dispatch",
+    "durable_adapter",
     "reattach_live_children",
     "run_spawned_agent",
     "spawn_metadata",
     "step_handle_id",
 ]
+
+logger = logging.getLogger("little_workflow.harness")
 
 #: The runner a child calls for an agent reference (``run_spawned_agent``).
 AGENT_RUNNER = "little_workflow.harness:run_spawned_agent"
@@ -72,6 +77,11 @@ def spawn_metadata(
         instructions=instructions,
     )
     return metadata
+
+
+def durable_adapter(adapter: SubprocessAdapter | None) -> bool:
+    """Whether ``adapter`` keeps manifests (has storage): its children outlive this host."""
+    return adapter is not None and getattr(adapter, "storage", None) is not None
 
 
 def step_handle_id(execution_id: str, path: str) -> str:
@@ -150,8 +160,38 @@ class LiveChildren:
 
     handles: list[SubprocessHandle] = field(default_factory=list)
     #: ``handle_id -> parent context`` for every handle that carries an execution id
-    #: with a snapshot.
+    #: with a snapshot that could be restored.
     contexts: dict[str, Context] = field(default_factory=dict)
+    #: ``handle_id -> why its parent context could not be restored`` (a snapshot of
+    #: another schema, a corrupt one, one holding a layer the context lacks): the handle
+    #: is still in ``handles``; the others are restored regardless.
+    failed: dict[str, LittleWorkflowError] = field(default_factory=dict)
+
+
+#: ``context=`` of ``reattach_live_children``: the layers (copied for each execution), or
+#: a function returning fresh ones (called for each execution).
+LayersOption = Sequence[ContextLayer] | Callable[[], Sequence[ContextLayer]]
+
+
+def _fresh_layers(context: LayersOption) -> Callable[[], list[ContextLayer]]:
+    """A function giving each restored execution layer objects of its own.
+
+    A restore loads the snapshot's state into the layers it is given: two executions
+    handed the same objects would both end up with the last one's state.
+    """
+    if callable(context):
+        factory = context
+        return lambda: list(factory())
+    template = list(context)
+    try:
+        copy.deepcopy(template)
+    except Exception as exc:
+        raise ConfigError(
+            "reattach_live_children(context=[...]): the layers cannot be copied for each "
+            f"execution ({type(exc).__name__}: {exc}); pass context=a function that returns "
+            "fresh layers instead"
+        ) from exc
+    return lambda: copy.deepcopy(template)
 
 
 async def reattach_live_children(harness: AgentHarness, **restore: Any) -> LiveChildren:
@@ -159,25 +199,45 @@ async def reattach_live_children(harness: AgentHarness, **restore: Any) -> LiveC
 
     Lists the live children of ``harness.environment.subprocess`` and restores the
     context of each one's execution (``harness.restore``; ``restore`` keyword arguments
-    are passed on as ``RestoreContextOptions``). With no adapter, or one without
-    storage, this returns nothing at once.
+    are passed on as ``RestoreContextOptions``). ``context=`` may be the layers, which
+    each execution gets a deep copy of (the objects passed are templates, never loaded
+    into), or a function returning fresh layers, called once per execution. Children of
+    one execution share its context. A parent context that cannot be restored (a typed
+    ``LittleWorkflowError``) is reported in ``failed`` for each of its children, and the
+    others are restored. With no adapter, or one without storage, this returns nothing
+    at once.
     """
     from little_workflow.harness._harness import RestoreContextOptions
 
     adapter = harness.subprocess_adapter
     if adapter is None:
         return LiveChildren()
+    layers = restore.pop("context", None)
+    fresh = None if layers is None else _fresh_layers(layers)
+    base = RestoreContextOptions(**restore)
     handles = list(await adapter.list_live())
     contexts: dict[str, Context] = {}
-    restored: dict[str, Context | None] = {}
-    options = RestoreContextOptions(**restore) if restore else None
+    failed: dict[str, LittleWorkflowError] = {}
+    restored: dict[str, Context | LittleWorkflowError | None] = {}
     for handle in handles:
         execution_id = handle.execution_id
         if execution_id is None:
             continue
         if execution_id not in restored:
-            restored[execution_id] = await harness.restore(execution_id, options)
-        ctx = restored[execution_id]
-        if ctx is not None:
-            contexts[handle.handle_id] = ctx
-    return LiveChildren(handles=handles, contexts=contexts)
+            options = base if fresh is None else replace(base, context=fresh())
+            try:
+                restored[execution_id] = await harness.restore(execution_id, options)
+            except LittleWorkflowError as exc:
+                logger.warning(
+                    "the context of execution %r (parent of live child %r) was not restored: %s",
+                    execution_id,
+                    handle.handle_id,
+                    exc,
+                )
+                restored[execution_id] = exc
+        found = restored[execution_id]
+        if isinstance(found, LittleWorkflowError):
+            failed[handle.handle_id] = found
+        elif found is not None:
+            contexts[handle.handle_id] = found
+    return LiveChildren(handles=handles, contexts=contexts, failed=failed)

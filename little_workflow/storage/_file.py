@@ -204,7 +204,9 @@ class FileStorage:
         Raises ``StorageUnavailableError`` if the root cannot be created or is not a
         directory.
         """
-        self._root = os.path.abspath(os.fspath(root))
+        # ``~`` is the user's home, as in the documented examples, and a relative root is
+        # made absolute now: a host restarted from another directory finds the same store.
+        self._root = os.path.abspath(os.path.expanduser(os.fspath(root)))
         self._closed = False
         # Directory path -> inode whose ancestors this store has fsynced (_sync_ancestors).
         self._synced_dirs: dict[str, int] = {}
@@ -664,6 +666,8 @@ class FileStorage:
 def create_file_storage(root: str | os.PathLike[str]) -> FileStorage:
     """A ``StorageAdapter`` keeping one JSON file per key under ``root``.
 
+    A leading ``~`` in ``root`` is the user's home directory; a relative ``root`` is
+    resolved against the working directory once, here (``store.root`` is absolute).
     ``root`` is created (mode 0700) if it does not exist; raises
     ``StorageUnavailableError`` if it cannot be.
     """

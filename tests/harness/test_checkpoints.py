@@ -3,8 +3,9 @@
 A zero-config harness writes nothing anywhere; a harness with a checkpoint store keeps
 one snapshot per execution (overwritten), taken after an ``execute()`` that changed the
 item log, when an ask-user prompt is queued, after ``run_append_pipeline()`` and on an
-explicit ``checkpoint()``. (The seed's fourth trigger, ``detached_spawn()`` settling, has
-no subject yet: ``detached_spawn`` is a later issue.)
+explicit ``checkpoint()``. The seed's fourth trigger, ``detached_spawn()`` settling (and,
+for a child named by reference, starting), is tested in ``test_detached_spawn`` and
+``test_spawn_references``.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from little_workflow.durable import (
 from little_workflow.errors import AwaitingAnswerError, CorruptDataError
 from little_workflow.harness import (
     AgentHarness,
+    Context,
     HistoryLayer,
     Item,
     ModelSlot,
@@ -37,6 +39,7 @@ from little_workflow.harness import (
     ask_user,
     run_code,
     sequence,
+    spawn,
 )
 from little_workflow.harness.models import Message
 from little_workflow.storage import ManagedStorage, create_in_memory_storage
@@ -340,3 +343,58 @@ async def test_run_append_pipeline_and_an_explicit_checkpoint_take_snapshots() -
     assert isinstance(raw, dict)
     assert raw["cwd"] == {"current": "/elsewhere", "previous": None}
     assert raw["itemLog"] == {"items": [answer.to_json()]}
+
+
+async def test_ctx_checkpoint_saves_a_snapshot_now() -> None:
+    storage = create_in_memory_storage()
+    store = create_checkpoint_store(storage=storage)
+    seen: list[Any] = []
+
+    async def note_then_checkpoint(ctx: Context, _input: Any) -> Any:
+        scratchpad = ctx.layer("scratchpad")
+        assert isinstance(scratchpad, ScratchpadLayer)
+        scratchpad.notes.append("halfway")
+        saved = await ctx.checkpoint()
+        snapshot = await store.load("exec_manual")  # the execution's, also from a child
+        assert snapshot is not None
+        seen.append(
+            (saved, snapshot.layers.get("scratchpad"), [e.step_id for e in snapshot.frontier])
+        )
+        return "done"
+
+    step = run_code(note_then_checkpoint, id="note")
+    graph = sequence([step, spawn(sequence([step], id="inner"), id="child")], id="flow")
+    harness = durable_harness(storage, graph=graph, store=store)
+    ctx = harness.create_context(id="exec_manual")
+    assert await store.load("exec_manual") is None
+    assert await harness.execute(ctx) == "done"
+    assert seen == [
+        (True, {"notes": ["halfway"]}, ["flow", "flow.note"]),
+        # In the spawned agent: the execution's snapshot, its frontier down to the child.
+        (
+            True,
+            {"notes": ["halfway"]},
+            ["flow", "flow.child", "flow.child.inner", "flow.child.inner.note"],
+        ),
+    ]
+    # Between runs too, and on a restored context.
+    ctx.cwd = "/between"
+    assert await ctx.checkpoint() is True
+    snapshot = await store.load("exec_manual")
+    assert snapshot is not None
+    assert snapshot.cwd is not None
+    assert snapshot.cwd.current == "/between"
+    restored = await harness.restore("exec_manual")
+    assert restored is not None
+    restored.cwd = "/restored"
+    assert await restored.checkpoint() is True
+    snapshot = await store.load("exec_manual")
+    assert snapshot is not None
+    assert snapshot.cwd is not None
+    assert snapshot.cwd.current == "/restored"
+
+
+async def test_ctx_checkpoint_is_a_no_op_without_a_checkpoint_store() -> None:
+    harness = AgentHarness(name="plain", agent_graph=sequence([], id="idle"))
+    assert await harness.create_context(id="exec_plain").checkpoint() is False
+    assert await Context(id="exec_loose").checkpoint() is False

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from little_workflow.durable import create_checkpoint_store, snapshot_key
-from little_workflow.errors import ModelProviderError
+from little_workflow.errors import ConfigError, ModelProviderError
 from little_workflow.harness import (
     AgentHarness,
     HarnessEnvironment,
@@ -17,7 +18,8 @@ from little_workflow.harness import (
     agent,
 )
 from little_workflow.harness.models import ModelRequest, scripted
-from little_workflow.storage import create_in_memory_storage
+from little_workflow.platform import create_local_subprocess_adapter, manifest_key
+from little_workflow.storage import create_file_storage, create_in_memory_storage
 from tests.harness.durable_support import CountingStorage
 
 
@@ -88,3 +90,32 @@ async def test_a_zero_config_harness_spawns_and_persists_nothing() -> None:
     handle = harness.detached_spawn(agent(slot="m"), "go", parent)
     assert await handle.wait() == "fine"
     assert harness.checkpoint_store is None
+
+
+async def test_an_agent_object_is_refused_when_the_adapter_is_durable(tmp_path: Path) -> None:
+    """Every detached spawn on a durable adapter lands a manifest; an object cannot (no
+    process could import it), so it is refused rather than silently dying with the host."""
+    manifests = create_file_storage(root=tmp_path / "subprocess")
+    checkpoints = CountingStorage(create_in_memory_storage())
+    harness = AgentHarness(
+        name="parent",
+        agent_graph=agent(slot="m"),
+        model_slots={"m": ModelSlot(provider=scripted(lambda request: "fine"), model="m")},
+        environment=HarnessEnvironment(
+            subprocess=create_local_subprocess_adapter(storage=manifests),
+            storage=HarnessStorage(checkpoint_store=create_checkpoint_store(storage=checkpoints)),
+        ),
+    )
+    parent = harness.create_context(id="exec_parent")
+    with pytest.raises(ConfigError, match=r"'package\.module:attr'") as refused:
+        harness.detached_spawn(agent(slot="m"), "go", parent)
+    assert refused.value.code == "detached_spawn_needs_reference"
+    assert "parent" in refused.value.message
+    assert await manifests.list("") == []
+    assert checkpoints.calls == []
+    # A reference through the same adapter lands its manifest.
+    handle = harness.detached_spawn("tests.harness.spawn_targets:echo_harness", "hi", parent)
+    assert await handle.wait() == "echo: hi"
+    child = await handle.started()
+    assert child is not None
+    assert await manifests.get(manifest_key(child.handle_id)) is not None

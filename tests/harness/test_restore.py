@@ -25,6 +25,7 @@ from little_workflow.harness import (
     InstructionsLayer,
     RestoreContextOptions,
     ScratchpadLayer,
+    default_layers,
     tool,
 )
 from little_workflow.harness.models import Message
@@ -318,3 +319,39 @@ async def test_a_zero_config_harness_restores_nothing() -> None:
     )
     assert await harness.restore("exec_any") is None
     assert await harness.restore("exec_any", RestoreContextOptions(state=1)) is None
+
+
+@pytest.mark.parametrize("layer_id", ["history-window", "working-context", "static-content"])
+async def test_a_layer_with_a_version_1_id_is_refused_where_it_is_registered(
+    storage: ManagedStorage, layer_id: str
+) -> None:
+    """Its snapshot would be refused on every restore (the ids mark version-1 snapshots),
+    so the layer is refused before anything is saved."""
+    harness = durable_harness(storage)
+
+    def reserved() -> Notes:
+        layer = Notes()
+        layer.id = layer_id  # type: ignore[misc]
+        return layer
+
+    with pytest.raises(ConfigError, match=f"layer '{layer_id}' \\(Notes\\)") as refused:
+        harness.create_context(id="exec_reserved", layers=[reserved(), HistoryLayer()])
+    assert refused.value.code == "reserved_layer_id"
+    with pytest.raises(ConfigError, match=layer_id):
+        Context(id="exec_reserved", layers=[reserved()])
+    # Added after construction: the execution refuses it before running or saving.
+    ctx = harness.create_context(id="exec_reserved")
+    ctx.layers.append(reserved())
+    with pytest.raises(ConfigError, match=layer_id) as refused:
+        await harness.execute(ctx, "Ada")
+    assert refused.value.code == "reserved_layer_id"
+    assert await storage.list("execution:exec_reserved") == []
+    await harness.checkpoint(ctx)
+    assert await storage.list("execution:exec_reserved") == []
+    # Nor can a restore be handed one.
+    ctx.layers.pop()
+    await harness.execute(ctx, "Ada")
+    with pytest.raises(ConfigError, match=layer_id):
+        await harness.restore(
+            "exec_reserved", RestoreContextOptions(context=[*default_layers(), reserved()])
+        )

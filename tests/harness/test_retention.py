@@ -145,3 +145,42 @@ async def test_a_dropped_step_runs_again_on_resume_and_each_kind_warns_once(
     # A new process warns again, once per kind: big (bytes); c, d, flow (entries).
     kinds = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert len(kinds) == 2
+
+
+@pytest.mark.parametrize(
+    "mapping",
+    [
+        {"maxEntryBytes": 100, "maxEntries": 2},
+        {"max_entry_bytes": 100, "max_entries": 2},
+    ],
+)
+async def test_the_seed_mapping_is_accepted_and_applied(mapping: dict[str, Any]) -> None:
+    storage = create_in_memory_storage()
+    harness = durable_harness(storage, graph=graph(Steps(crash="d")), retention=mapping)  # type: ignore[arg-type]
+    assert harness.retention == StepLedgerRetention(max_entry_bytes=100, max_entries=2)
+    with pytest.raises(Crash):
+        await harness.execute(harness.create_context(id="exec_map"), "go")
+    # The caps of the mapping held: big was too big, c found the ledger full.
+    assert [e["path"] for e in await ledger_entries(storage, "exec_map")] == ["flow.a", "flow.b"]
+    # One axis left out keeps its default.
+    only = HarnessStorage(step_ledger_retention={"maxEntries": math.inf})
+    assert only.step_ledger_retention == StepLedgerRetention(max_entries=math.inf)
+
+
+@pytest.mark.parametrize(
+    ("retention", "named"),
+    [
+        ({"maxBytes": 100, "maxEntries": 2}, "'maxBytes'"),
+        ({"maxEntryBytes": 0}, "max_entry_bytes"),
+        ({"maxEntries": "many"}, "max_entries"),
+        ({"maxEntries": 2, "max_entries": 3}, "max_entries twice"),
+        ({"maxEntries": None}, "max_entries"),
+        (1000, "int"),
+        ([100, 2], "list"),
+    ],
+)
+def test_an_invalid_retention_is_refused_at_construction(retention: Any, named: str) -> None:
+    with pytest.raises(ConfigError) as raised:
+        durable_harness(create_in_memory_storage(), retention=retention)
+    assert raised.value.code == "STEP_LEDGER_RETENTION_INVALID"
+    assert named in raised.value.message

@@ -564,3 +564,32 @@ async def test_two_processes_pruning_and_writing_one_directory_lose_nothing(root
     for child, (_out, err) in zip(children, results, strict=True):
         assert child.returncode == 0, err
     assert temp_files(root) == []
+
+
+async def test_a_root_under_tilde_is_the_home_directory_whatever_the_working_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home, first, second = tmp_path / "home", tmp_path / "first", tmp_path / "second"
+    for directory in (home, first, second):
+        directory.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(first)
+    store = create_file_storage(root="~/.little-workflow/checkpoints")
+    assert store.root == str(home / ".little-workflow" / "checkpoints")
+    await store.set("execution:e:snapshot", {"ok": True})
+    assert not (first / "~").exists()
+    # A host restarted from another directory finds the same record.
+    monkeypatch.chdir(second)
+    again = create_file_storage(root="~/.little-workflow/checkpoints")
+    assert await again.get("execution:e:snapshot") == {"ok": True}
+
+
+async def test_a_relative_root_is_made_absolute_when_the_store_is_created(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    store = create_file_storage(root="relative/store")
+    assert store.root == str(tmp_path / "relative" / "store")
+    monkeypatch.chdir(tmp_path / "relative")
+    await store.set("k", 1)  # still under the root it was created with
+    assert await create_file_storage(root=tmp_path / "relative" / "store").get("k") == 1
