@@ -200,6 +200,8 @@ class Options:
     faults: str | None
     #: The largest payload a run may store (``None``: the runtime's default, 64 MiB).
     max_payload_bytes: int | None = None
+    #: Threads for sync user code (``None``: the runtime's default; ``worker --threads``).
+    sync_threads: int | None = None
 
 
 def _fail(message: str, code: int) -> NoReturn:

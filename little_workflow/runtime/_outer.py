@@ -26,7 +26,6 @@ with ``RunFailedError(cause_code="runtime_config_error")`` before any cycle runs
 from __future__ import annotations
 
 import asyncio
-import inspect
 import os
 import time
 from collections.abc import Awaitable, Callable
@@ -45,6 +44,7 @@ from little_workflow.events import OuterLoopCycleCompleted, OuterLoopCycleResult
 from little_workflow.ids import is_valid_id, new_id, validate_id
 from little_workflow.lwir import Workflow, definition_hash
 from little_workflow.platform._atomic import atomic_write
+from little_workflow.platform._threads import call_user
 
 if TYPE_CHECKING:
     from little_workflow.runtime._runtime import Runtime
@@ -272,9 +272,7 @@ async def _supervised(
     for record in await runtime.events.read(run_id):
         if isinstance(record.event, OuterLoopCycleCompleted):
             return record.event.result  # the first one is authoritative
-    answer = supervise(cycle)
-    if inspect.isawaitable(answer):
-        answer = await answer
+    answer = await call_user(supervise, cycle)
     if isinstance(answer, Done):
         result = OuterLoopCycleResult(kind="done", final_output=answer.final_output)
     elif isinstance(answer, Continue):
