@@ -32,8 +32,9 @@ import contextlib
 import contextvars
 import functools
 import inspect
+import itertools
+import queue
 import threading
-from collections import deque
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -84,10 +85,13 @@ class SyncThreads:
             raise ValueError(f"sync_threads must be a positive integer, not {size!r}")
         self.size = size
         self._name = name
+        self._numbers = itertools.count(1)
+        # The hand-over is a C queue and a C lock: ``threading.Condition`` is Python and
+        # cost a sync step about 100k instructions more (``python -m bench.instructions``).
         self._lock = threading.Lock()
-        self._ready = threading.Condition(self._lock)
-        self._calls: deque[_Call] = deque()
+        self._calls: queue.SimpleQueue[_Call | None] = queue.SimpleQueue()
         self._threads = 0
+        #: Threads waiting in ``get`` for a call no ``_submit`` has promised them yet.
         self._idle = 0
         self._closed = False
 
@@ -106,32 +110,39 @@ class SyncThreads:
 
     def _submit(self, call: _Call) -> None:
         with self._lock:
+            self._calls.put(call)
+            if self._idle:
+                self._idle -= 1  # a waiting thread takes it
+                return
+            if self._threads >= self.size:
+                return  # every thread is busy: the call waits its turn
             # A closed pool still serves a late call (a run its runtime was closed
             # under): a thread starts for it and ends after it.
-            self._calls.append(call)
-            if self._idle > len(self._calls) - 1:
-                self._ready.notify()
-                return
-            if self._threads < self.size:
-                self._threads += 1
-                index = self._threads
-            else:
-                return  # every thread is busy: the call waits its turn
-        thread = threading.Thread(target=self._work, name=f"{self._name}-{index}", daemon=True)
-        thread.start()
+            self._threads += 1
+        name = f"{self._name}-{next(self._numbers)}"
+        threading.Thread(target=self._work, name=name, daemon=True).start()
 
     def _work(self) -> None:
         while True:
+            # Under the lock, so that a thread that finds no call is counted idle before
+            # the next ``_submit`` looks: each idle thread is promised one call.
             with self._lock:
-                while not self._calls:
+                try:
+                    call: _Call | None = self._calls.get_nowait()
+                except queue.Empty:
                     if self._closed:
                         self._threads -= 1
                         return
                     self._idle += 1
-                    self._ready.wait()
-                    self._idle -= 1
-                call = self._calls.popleft()
+                    call = None
+            if call is None:
+                call = self._calls.get()
+                if call is None:  # ``close`` wakes idle threads with ``None``
+                    with self._lock:
+                        self._threads -= 1
+                    return
             self._run(call)
+            del call
 
     @staticmethod
     def _run(call: _Call) -> None:
@@ -144,7 +155,7 @@ class SyncThreads:
             outcome = (False, exc)
         with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: nobody waits
             call.loop.call_soon_threadsafe(_settle, call.future, outcome)
-        del call, outcome
+        del outcome
 
     def close(self) -> None:
         """Let the threads end once no call is queued (idle ones at once)."""
@@ -152,7 +163,9 @@ class SyncThreads:
             if self._closed:
                 return
             self._closed = True
-            self._ready.notify_all()
+            for _ in range(self._idle):
+                self._calls.put(None)
+            self._idle = 0
 
     @contextlib.contextmanager
     def bound(self) -> Iterator[SyncThreads]:
