@@ -80,6 +80,38 @@ async def test_a_map_of_blocking_sync_steps_runs_its_branches_at_once(tmp_path: 
     assert threading.get_ident() not in {ident for _, _, ident in intervals.values()}
 
 
+async def test_the_runtime_runs_at_most_sync_threads_sync_steps_at_once(tmp_path: Path) -> None:
+    lock = threading.Lock()
+    inside, most = 0, 0
+
+    def nap(index: int) -> int:
+        nonlocal inside, most
+        with lock:
+            inside += 1
+            most = max(most, inside)
+        time.sleep(0.2)
+        with lock:
+            inside -= 1
+        return index
+
+    workflow = Workflow(
+        name="bounded-naps",
+        steps=[
+            MapStep(
+                id="m",
+                items=list(range(6)),
+                concurrency=6,
+                body=[ExecuteStep(id="w", fn="t.m:nap", with_={"index": "${item}"})],
+            ),
+            OutputStep(id="out", value="${steps.m.output}"),
+        ],
+    )
+    async with runtime(tmp_path / "data", functions={"t.m:nap": nap}, sync_threads=2) as rt:
+        result = await rt.run(workflow, None, run_id="run_bounded")
+    assert result.output == list(range(6))
+    assert most == 2
+
+
 async def test_sync_step_and_decision_functions_run_off_the_loop(tmp_path: Path) -> None:
     seen: list[tuple[str, int]] = []
 

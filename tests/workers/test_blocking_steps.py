@@ -32,12 +32,22 @@ def _start_worker(
     store: str, data_dir: Path, worker_id: str, env: dict[str, str]
 ) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
-        worker_command(store, data_dir, worker_id, concurrency=2, lease=LEASE),
+        # Two threads for sync code: one is enough for the run's one step at a time.
+        [*worker_command(store, data_dir, worker_id, concurrency=2, lease=LEASE), "--threads", "2"],
         cwd=REPO,
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
+
+
+def test_the_worker_refuses_a_thread_count_below_one(tmp_path: Path) -> None:
+    command = worker_command("memory:", tmp_path / "w", "w_none", concurrency=1, lease=LEASE)
+    done = subprocess.run(
+        [*command, "--threads", "0"], cwd=REPO, capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 2, done.stderr
+    assert "Invalid value for '--threads'" in done.stderr
 
 
 async def test_sync_steps_longer_than_the_lease_run_once_each(
