@@ -35,6 +35,7 @@ import inspect
 import itertools
 import queue
 import threading
+import types
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -200,7 +201,9 @@ _ASYNC: dict[int, tuple[object, bool]] = {}
 
 def is_async_callable(target: Callable[..., Any]) -> bool:
     """Whether calling ``target`` gives a coroutine to await (function, method or object)."""
-    key: object = getattr(target, "__func__", target)  # a bound method is new at each access
+    # A bound method is a new object at each attribute access: key on its function. (Not
+    # ``getattr(target, "__func__", ...)``: a missing attribute costs an exception.)
+    key: object = target.__func__ if type(target) is types.MethodType else target
     cached = _ASYNC.get(id(key))
     if cached is not None and cached[0] is key:
         return cached[1]
