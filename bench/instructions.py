@@ -7,6 +7,9 @@ step costs, everything done once per run (imports, opening the store, pinning) c
 out. Seconds on these shared machines move by ±20% from run to run; instruction counts
 repeat to within about 0.3% (hash randomization), so a change of 1% is visible. ``--src``
 measures another tree (``git archive REV little_workflow bench | tar -x -C DIR``).
+``--step async`` runs the same body as an ``async def`` (on the event loop) instead of the
+peers' plain ``def`` (in a worker thread since issue 17; callgrind runs one thread at a
+time and counts no kernel work, so a thread hop shows here only in part).
 
 Needs valgrind (Debian's ``valgrind``); each count takes about 40 s.
 """
@@ -27,12 +30,15 @@ sys.path.insert(0, {src!r})
 from bench.peers._lw import chain, step
 from little_workflow.runtime import Runtime
 
+async def async_step(index: int) -> dict[str, int]:
+    return {{"index": index}}
+
 async def main() -> None:
     folder = tempfile.mkdtemp()
     runtime = Runtime(
         folder + "/data",
         store=f"sqlite:///{{folder}}/lw.db?synchronous={synchronous}",
-        functions={{"peers.lw:step": step}},
+        functions={{"peers.lw:step": {step}}},
         import_functions=False,
     )
     async with runtime:
@@ -43,10 +49,13 @@ asyncio.run(main())
 """
 
 
-def count(src: Path, steps: int, synchronous: str) -> int:
+def count(src: Path, steps: int, synchronous: str, step: str = "sync") -> int:
     """Instructions of one process that runs a ``steps``-step chain."""
+    function = "async_step" if step == "async" else "step"
     with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as driver:
-        driver.write(_DRIVER.format(src=str(src), steps=steps, synchronous=synchronous))
+        driver.write(
+            _DRIVER.format(src=str(src), steps=steps, synchronous=synchronous, step=function)
+        )
     try:
         done = subprocess.run(
             ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null",
@@ -65,10 +74,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--src", type=Path, default=Path(__file__).resolve().parents[1])
     parser.add_argument("--synchronous", choices=("NORMAL", "FULL"), default="NORMAL")
+    parser.add_argument("--step", choices=("sync", "async"), default="sync")
     args = parser.parse_args()
-    low = count(args.src, 300, args.synchronous)
-    high = count(args.src, 1300, args.synchronous)
-    print(f"{args.src}: {(high - low) // 1000:,} instructions per step ({args.synchronous})")
+    low = count(args.src, 300, args.synchronous, args.step)
+    high = count(args.src, 1300, args.synchronous, args.step)
+    print(
+        f"{args.src}: {(high - low) // 1000:,} instructions per step "
+        f"({args.synchronous}, {args.step} step)"
+    )
 
 
 if __name__ == "__main__":

@@ -8,7 +8,9 @@ Run: ``python -m bench.steps [--rounds 5] [--steps 300] [--resume-steps 10000]``
    shape) measured in the same process, interleaved round by round. The runtime writes
    one commit per step: ``StepCompleted`` with one fsync, the write-behind
    ``StepAttemptStarted`` held before it in the same transaction; the target is
-   at most 1.3x one raw FULL commit, i.e. one fsync per step plus little else.
+   at most 1.3x one raw FULL commit, i.e. one fsync per step plus little else. The same
+   chain with a sync step function (``def``, run in a worker thread: the thread hop) is
+   measured in the same rounds, against the same baseline and against the async chain.
 2. **Resume.** A loop (``work`` then the decision ``check``, each with a high
    ``maxVisits``) runs until ``--resume-steps`` steps have completed and is interrupted
    at the next ``work`` visit (its task is cancelled there, as a kill would leave it); a
@@ -54,13 +56,17 @@ async def gate() -> str:
     return "released"
 
 
-def chain(steps: int) -> Workflow:
+def trivial_sync(index: int) -> dict[str, int]:
+    """The same body as a plain ``def``: it runs in a worker thread (the thread hop)."""
+    return {"index": index}
+
+
+def chain(steps: int, fn: str = "bench.steps:trivial") -> Workflow:
     """``steps`` execute steps in a row, then the output."""
-    body: list[Any] = [
-        ExecuteStep(id=f"s{i}", fn="bench.steps:trivial", with_={"index": i}) for i in range(steps)
-    ]
+    body: list[Any] = [ExecuteStep(id=f"s{i}", fn=fn, with_={"index": i}) for i in range(steps)]
     body.append(OutputStep(id="out", value=f"${{steps.s{steps - 1}.output.index}}"))
-    return Workflow(name=f"chain-{steps}", steps=body)
+    name = f"chain-{steps}" if fn == "bench.steps:trivial" else f"chain-sync-{steps}"
+    return Workflow(name=name, steps=body)
 
 
 async def work(ctx: StepContext) -> int:
@@ -183,16 +189,22 @@ async def main() -> None:
     root = Path(tempfile.mkdtemp(prefix="steps-", dir=base))
     try:
         workflow = chain(args.steps)
+        sync_workflow = chain(args.steps, "bench.steps:trivial_sync")
         raw_times: list[float] = []
         our_times: list[float] = []
+        sync_times: list[float] = []
         async with Runtime(root / "data") as runtime:
             # Warm-up: page cache, statement caches, and the workflow pinned in the store
             # (a one-off per workflow version, measured apart below).
             raw_commits(root / "raw.db", 100)
             await runtime_steps(runtime, workflow, "run_warm")
+            await runtime_steps(runtime, sync_workflow, "run_warm_sync")
             for round_index in range(args.rounds):
                 raw_times.append(raw_commits(root / "raw.db", args.steps))
                 our_times.append(await runtime_steps(runtime, workflow, f"run_{round_index}"))
+                sync_times.append(
+                    await runtime_steps(runtime, sync_workflow, f"run_sync_{round_index}")
+                )
             one_step = chain(1)
             start = time.perf_counter()
             await runtime.run(one_step, None, run_id="run_first")
@@ -201,9 +213,15 @@ async def main() -> None:
             await runtime.run(one_step, None, run_id="run_second")
             second_ms = (time.perf_counter() - start) * 1e3
         raw, ours = statistics.median(raw_times), statistics.median(our_times)
+        synced = statistics.median(sync_times)
+        hop = statistics.median(s - o for s, o in zip(sync_times, our_times, strict=True))
         print(f"per durable execute step, {args.rounds} interleaved rounds of {args.steps} steps:")
         print(f"  raw sqlite3 FULL insert+commit  {raw:8.1f} µs")
         print(f"  little-workflow execute step    {ours:8.1f} µs   ratio {ours / raw:.2f}")
+        print(
+            f"  the same, sync step (a thread)  {synced:8.1f} µs   ratio {synced / raw:.2f}"
+            f"   ({synced / ours:.2f}x the async step; hop {hop:+.1f} µs, median of rounds)"
+        )
         print(
             f"a one-step run: {first_ms:.1f} ms the first time (pins the workflow), "
             f"{second_ms:.1f} ms after"

@@ -205,6 +205,8 @@ class Options:
     #: Whether a workflow file's ``fn`` may name a function to import (not only the
     #: setup's); ``--no-import-functions`` turns it off.
     import_functions: bool = True
+    #: Threads for sync user code (``None``: the runtime's default; ``worker --threads``).
+    sync_threads: int | None = None
 
 
 def _fail(message: str, code: int) -> NoReturn:

@@ -19,6 +19,8 @@ def _runtime(options: Options) -> Any:
     extra = {} if options.setup is None else load_setup(options.setup).runtime_options()
     if options.max_payload_bytes is not None:
         extra["max_payload_bytes"] = options.max_payload_bytes
+    if options.sync_threads is not None:
+        extra["sync_threads"] = options.sync_threads
     return Runtime(
         options.data_dir,
         store=options.store,

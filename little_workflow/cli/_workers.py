@@ -89,6 +89,13 @@ def submit(
 )
 @click.option("--worker-id", default=None, help="This worker's id [default: a new one].")
 @click.option(
+    "--threads",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Threads for sync step, tool and hook functions, shared by the runs driven "
+    "here; a call waits when all are busy [default: 32].",
+)
+@click.option(
     "--max-runs",
     type=click.IntRange(min=1),
     default=None,
@@ -103,6 +110,7 @@ def worker(
     lease_seconds: float,
     poll_interval: float,
     worker_id: str | None,
+    threads: int | None,
     max_runs: int | None,
     store_url: str | None,
 ) -> None:
@@ -137,6 +145,8 @@ def worker(
     from little_workflow.runtime import Worker, WorkerReport
 
     options = _with_store(options, store_url)
+    if threads is not None:
+        options = dataclasses.replace(options, sync_threads=threads)
 
     async def work() -> WorkerReport:
         loop = asyncio.get_running_loop()

@@ -24,12 +24,12 @@ template in the LWIR replaces it (``"order-${input.order_id}"``).
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar, overload
 
 from little_workflow.codec import JsonValue
+from little_workflow.platform._threads import call_user
 
 __all__ = ["Happened", "Reconcile", "SideEffect", "declared_side_effect", "side_effect"]
 
@@ -56,12 +56,10 @@ class SideEffect:
     reconcile: Reconcile | None = None
 
     async def ask(self, key: str) -> Happened | None:
-        """The hook's answer for ``key`` (sync or async hook), ``None`` without a hook."""
+        """The hook's answer for ``key``, ``None`` without a hook (a sync hook runs in a thread)."""
         if self.reconcile is None:
             return None
-        answer = self.reconcile(key)
-        if inspect.isawaitable(answer):
-            answer = await answer
+        answer = await call_user(self.reconcile, key)
         if answer is not None and not isinstance(answer, Happened):
             raise TypeError(
                 f"reconcile({key!r}) returned {type(answer).__name__}; return "

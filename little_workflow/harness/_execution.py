@@ -15,7 +15,6 @@ a crash rebuilds the child's conversation from the replays of its leaf steps.
 
 from __future__ import annotations
 
-import inspect
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -55,6 +54,7 @@ from little_workflow.harness._slots import resolve_slot
 from little_workflow.harness._spawning import AGENT_RUNNER, dispatch, spawn_metadata, step_handle_id
 from little_workflow.harness.models import Message, ModelRequest, ModelResponse
 from little_workflow.platform import InProcessAdapter, SpawnSpec, reference_of
+from little_workflow.platform._threads import call_user
 
 if TYPE_CHECKING:
     from little_workflow.artifacts import StepArtifacts
@@ -274,9 +274,7 @@ class GraphRun:
         """Call one tool with the step's arguments (or the arguments its function computes)."""
         arguments: Any = step.arguments
         if callable(arguments):
-            arguments = arguments(self.ctx)
-            if inspect.isawaitable(arguments):
-                arguments = await arguments
+            arguments = await call_user(arguments, self.ctx)
         check_json_value(arguments, where=f"the arguments of tool step {path!r}")
         return await self._tool_call(
             path=path,
@@ -437,9 +435,7 @@ class GraphRun:
                     metadata={"path": path},
                 )
                 return await dispatch(step.subprocess, spec)
-            result = step.fn(self.ctx, self.input)
-            if inspect.isawaitable(result):
-                result = await result
+            result = await call_user(step.fn, self.ctx, self.input)
             check_json_value(result, where=f"the output of code step {path!r}")
             value: JsonValue = result
             return value
@@ -458,9 +454,7 @@ class GraphRun:
         async def compute(_: Mapping[str, JsonValue]) -> JsonValue:
             question: Any = step.question
             if callable(question):
-                question = question(self.ctx)
-                if inspect.isawaitable(question):
-                    question = await question
+                question = await call_user(question, self.ctx)
             check_json_value(question, where=f"the question of step {path!r}")
             await self.harness.enqueue_ask_user(execution, path, question)
             text = await self.harness.wait_for_answer(execution, path, suspend=step.suspend)
@@ -481,9 +475,7 @@ class GraphRun:
         async def compute(_: Mapping[str, JsonValue]) -> JsonValue:
             child_input: Any = step.input
             if callable(child_input):
-                child_input = child_input(self.ctx)
-                if inspect.isawaitable(child_input):
-                    child_input = await child_input
+                child_input = await call_user(child_input, self.ctx)
             check_json_value(child_input, where=f"the input of spawn step {path!r}")
             if isinstance(step.agent, str):
                 adapter = step.subprocess or self.harness.subprocess_adapter or InProcessAdapter()

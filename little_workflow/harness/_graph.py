@@ -14,7 +14,6 @@ qualified name): an edited step at a recorded path is a different step.
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
@@ -23,6 +22,7 @@ from little_workflow.codec import JsonValue, sha256_digest
 from little_workflow.errors import ConfigError
 from little_workflow.lwir import BranchSegment
 from little_workflow.platform import SubprocessAdapter, reference_of, resolve_reference
+from little_workflow.platform._threads import call_user
 
 if TYPE_CHECKING:
     from little_workflow.harness._execution import GraphRun
@@ -92,10 +92,6 @@ def child_path(parent: str, step_id: str) -> str:
 def indexed_path(path: str, key: str | int) -> str:
     """``path[key]``, with the key quoted when it is not a plain name (as LWIR paths do)."""
     return f"{path}{BranchSegment(str(key))}"
-
-
-async def _maybe_await(value: Any) -> Any:
-    return await value if inspect.isawaitable(value) else value
 
 
 @dataclass(frozen=True, slots=True)
@@ -286,7 +282,7 @@ class Loop:
             base = indexed_path(path, iteration)
             for step in self.steps:
                 output = await graph.run_step(step, child_path(base, step.id))
-            if self.until is not None and await _maybe_await(self.until(graph.ctx, output)):
+            if self.until is not None and await call_user(self.until, graph.ctx, output):
                 break
         return output
 
@@ -311,7 +307,7 @@ class Branch:
 
     async def run(self, graph: GraphRun, path: str) -> JsonValue:
         """Run the chosen arm under this path."""
-        if await _maybe_await(self.condition(graph.ctx)):
+        if await call_user(self.condition, graph.ctx):
             return await graph.run_step(self.then, child_path(path, self.then.id))
         if self.otherwise is None:
             return None

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import copy
 import hashlib
-import inspect
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -40,6 +39,7 @@ from little_workflow.platform import (
     SubprocessHandle,
     resolve_reference,
 )
+from little_workflow.platform._threads import call_user
 
 if TYPE_CHECKING:
     from little_workflow.harness._harness import AgentHarness
@@ -124,9 +124,7 @@ async def run_spawned_agent(reference: str, child: ChildContext, input: JsonValu
     elif all(hasattr(target, name) for name in ("id", "kind", "config", "run")):  # a GraphStep
         harness = AgentHarness(name=reference, agent_graph=target)
     elif callable(target):  # a background worker: target(child, input), as a code target
-        result = target(child, input)
-        if inspect.isawaitable(result):
-            result = await result
+        result = await call_user(target, child, input)
         check_json_value(result, where=f"the result of spawned {reference!r}")
         value: JsonValue = result
         return value

@@ -59,6 +59,7 @@ from little_workflow.errors import InvalidValueError, ToolArgumentsError, ToolDe
 from little_workflow.harness._docstrings import parse_docstring
 from little_workflow.harness._redaction import Redaction
 from little_workflow.harness.models import ToolSpec
+from little_workflow.platform._threads import call_user, is_async_callable
 
 __all__ = ["Tool", "tool"]
 
@@ -192,15 +193,13 @@ class Tool(Generic[P, R]):
         ``ToolArgumentsError`` (before the function runs) when the arguments do not
         match the schema; its message names each bad argument and goes back to the
         model as is. ``ctx`` is passed to a function that declares ``ctx``. A sync
-        function runs inline on the event loop; a slow one should be ``async`` or use
-        ``asyncio.to_thread``. An exception raised by the function propagates
-        unchanged; a result that is not JSON raises ``ToolDefinitionError``.
+        function runs in a worker thread (``platform/_threads.py``), an async one on
+        the event loop. An exception raised by the function propagates unchanged; a
+        result that is not JSON raises ``ToolDefinitionError``.
         """
         args, kwargs = self._binding.call_arguments(self.name, arguments, ctx)
         function = cast("Callable[..., Any]", self.function)
-        result = function(*args, **kwargs)
-        if inspect.isawaitable(result):
-            result = await result
+        result = await call_user(function, *args, **kwargs)
         return _to_json(self.name, result)
 
 
@@ -333,7 +332,7 @@ def _build(
         description=tool_description,
         parameters=schema,
         function=func,
-        is_async=_is_async(func),
+        is_async=is_async_callable(func),
         takes_ctx=any(p.field is None for p in parameters),
         schema_hash=schema_hash,
         _binding=_Binding(model=model, parameters=tuple(parameters)),
@@ -359,10 +358,6 @@ def _globals_of(target: Any) -> dict[str, Any]:
 def _call_method(obj: object) -> Any:
     # A callable object keeps its annotations and its coroutine-ness on its class.
     return type(obj).__call__ if callable(obj) else None
-
-
-def _is_async(func: Callable[..., Any]) -> bool:
-    return inspect.iscoroutinefunction(func) or inspect.iscoroutinefunction(_call_method(func))
 
 
 def _resolve(tool_name: str, parameter: str, annotation: Any, globalns: dict[str, Any]) -> Any:

@@ -23,7 +23,6 @@ this layer importing it.
 from __future__ import annotations
 
 import asyncio
-import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
@@ -31,6 +30,7 @@ from typing import Any, Protocol, runtime_checkable
 from little_workflow.codec import JsonValue, check_json_value
 from little_workflow.errors import ConfigError, SubprocessError
 from little_workflow.ids import new_id, validate_id
+from little_workflow.platform._threads import call_user
 from little_workflow.references import import_reference
 
 __all__ = [
@@ -178,11 +178,9 @@ def reference_of(function: Callable[..., Any]) -> str:
 async def run_target(spec: SpawnSpec, child: ChildContext) -> JsonValue:
     """Run the spec's target (through its runner, if it names one); its JSON result."""
     if spec.runner is not None:
-        result = resolve_target(spec.runner)(spec.target, child, spec.input)
+        result = await call_user(resolve_target(spec.runner), spec.target, child, spec.input)
     else:
-        result = resolve_target(spec.target)(child, spec.input)
-    if inspect.isawaitable(result):
-        result = await result
+        result = await call_user(resolve_target(spec.target), child, spec.input)
     check_json_value(result, where=f"the result of spawn target {spec.target!r}")
     value: JsonValue = result
     return value

@@ -799,16 +799,21 @@ class RunExecution:
         assert isinstance(items, list)
         record = self.state.steps.get(path)
         if not self.replay_only and (record is None or record.attempts == 0):
-            started = StepAttemptStarted(
-                step_path=path, step_id=step.id, kind=step.kind, visit=site.visit
+            await self.append(
+                [
+                    StepAttemptStarted(
+                        step_path=path, step_id=step.id, kind=step.kind, visit=site.visit
+                    )
+                ],
+                sync=False,
             )
-            await self.append([started], sync=False)
         # A replay runs the branches one after another, in item order: it does no I/O, so
         # concurrency buys nothing, and a stop (a fork point) must see a fixed order.
         limit = 1 if self.replay_only else step.concurrency
         semaphore = asyncio.Semaphore(limit)
         results: list[Any] = [None] * len(items)
         pending = False
+        failed = False
         # Branches not yet finished, counted from the start: the writer groups the
         # commits of branches that complete together (``RunWriter``, "Group commit"), and
         # the first to complete must already know that others are on their way.
@@ -817,20 +822,29 @@ class RunExecution:
         writer.branches += unfinished
 
         async def branch(index: int) -> None:
-            nonlocal pending, unfinished
+            nonlocal pending, unfinished, failed
             async with semaphore:
-                branch_scope: Scope = {
-                    "input": scope["input"],
-                    "steps": dict(scope["steps"]),
-                    "item": items[index],
-                    "run": scope["run"],
-                }
+                if failed:
+                    # A sibling failed as it let this one in: the group is cancelling
+                    # the rest (after this wake-up, which was scheduled first), so
+                    # start no step of a map that has already failed.
+                    return
                 try:
                     results[index] = await self._scope(
-                        step.body, site.path.branch(keys[index]), branch_scope
+                        step.body,
+                        site.path.branch(keys[index]),
+                        {
+                            "input": scope["input"],
+                            "steps": dict(scope["steps"]),
+                            "item": items[index],
+                            "run": scope["run"],
+                        },
                     )
                 except _Frontier:
                     pending = True
+                except BaseException:
+                    failed = True
+                    raise
                 finally:
                     if unfinished:
                         unfinished -= 1

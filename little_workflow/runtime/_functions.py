@@ -16,8 +16,9 @@ runtime that runs workflow files from people it does not trust passes
 
 A callable is called with the rendered ``with`` as keyword arguments. If it declares a
 parameter named ``ctx``, it also gets a ``StepContext`` (run id, step path, attempt,
-visit): the natural idempotency key for an effect outside the run. Sync callables run
-inline on the event loop, like any function call; an async one is awaited.
+visit): the natural idempotency key for an effect outside the run. An async callable is
+awaited on the event loop; a sync one runs in a worker thread of the runtime's pool
+(``platform/_threads.py``), so that a blocking call does not stop the loop.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from little_workflow.artifacts import ArtifactStore, StepArtifacts
 from little_workflow.codec import JsonValue
 from little_workflow.errors import ConfigError, FunctionNotAllowedError
 from little_workflow.memory import MemoryStore
+from little_workflow.platform._threads import call_user
 from little_workflow.references import import_reference
 
 __all__ = ["FunctionRegistry", "StepContext", "accepts_ctx", "invoke"]
@@ -156,14 +158,11 @@ async def invoke(
     arguments: Mapping[str, JsonValue],
     ctx: StepContext | None,
 ) -> Any:
-    """Call ``function`` with ``arguments`` (and ``ctx`` if it takes one); await if async.
+    """Call ``function`` with ``arguments`` (and ``ctx`` if it takes one) through ``call_user``.
 
     ``ctx`` may be ``None`` when the function takes none.
     """
     kwargs: dict[str, Any] = dict(arguments)
     if takes_ctx:
         kwargs["ctx"] = ctx
-    result = function(**kwargs)
-    if inspect.isawaitable(result):
-        result = await result
-    return result
+    return await call_user(function, **kwargs)

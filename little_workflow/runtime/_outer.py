@@ -53,6 +53,7 @@ from little_workflow.events import OuterLoopCycleCompleted, OuterLoopCycleResult
 from little_workflow.ids import is_valid_id, new_id, validate_id
 from little_workflow.lwir import Workflow, definition_hash
 from little_workflow.platform._atomic import atomic_write
+from little_workflow.platform._threads import call_user
 
 if TYPE_CHECKING:
     from little_workflow.runtime._runtime import Runtime
@@ -282,9 +283,7 @@ async def _supervised(
             return record.event.result  # the first one is authoritative
     where = f"cycle {cycle.cycle_number} of outer loop {cycle.outer_loop_id!r}"
     try:
-        answer = supervise(cycle)
-        if inspect.isawaitable(answer):
-            answer = await answer
+        answer = await call_user(supervise, cycle)
     except BaseException as exc:
         # The supervisor is user code: whatever it raises (SystemExit included) ends this
         # call with a typed error, and nothing is recorded, so the next call asks again.

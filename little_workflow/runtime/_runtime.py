@@ -44,6 +44,7 @@ from little_workflow.lwir import (
     parse_workflow,
 )
 from little_workflow.memory import MemoryStore, open_memory
+from little_workflow.platform._threads import DEFAULT_SYNC_THREADS, SyncThreads
 from little_workflow.runtime._cancel import (
     POLL_INTERVAL,
     CancelRequest,
@@ -196,6 +197,11 @@ class Runtime:
     referenced from the log; one over ``max_payload_bytes`` (64 MiB by default) raises
     ``PayloadTooLargeError`` at its step and leaves the run resumable (see
     ``storage.PayloadLog`` and docs/blobs.md).
+
+    Sync user code (step, decision and tool functions, ``supervise`` and ``reconcile``
+    hooks) runs in a pool of at most ``sync_threads`` threads, so that it never blocks
+    the event loop; async code runs on the loop (docs/runtime.md, "Sync code runs in
+    threads").
     """
 
     def __init__(
@@ -215,11 +221,16 @@ class Runtime:
         faults: str | None = None,
         max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
         inline_payload_bytes: int = DEFAULT_INLINE_BYTES,
+        sync_threads: int = DEFAULT_SYNC_THREADS,
     ) -> None:
         if max_payload_bytes < 1 or inline_payload_bytes < 0:
             raise ConfigError(
                 "max_payload_bytes must be at least 1 and inline_payload_bytes at least 0"
             )
+        if isinstance(sync_threads, bool) or not isinstance(sync_threads, int) or sync_threads < 1:
+            raise ConfigError(f"sync_threads must be a positive integer, not {sync_threads!r}")
+        #: Where sync user code runs while this runtime drives a run.
+        self.sync_threads = SyncThreads(sync_threads)
         self.max_payload_bytes = max_payload_bytes
         self.inline_payload_bytes = inline_payload_bytes
         self._events: PayloadLog | None = None
@@ -293,6 +304,9 @@ class Runtime:
             await memory[1].close()
         if store is not None:
             await store.close()
+        # Idle threads end; one still blocked in user code ends when the call returns.
+        self.sync_threads.close()
+        self.sync_threads = SyncThreads(self.sync_threads.size)
 
     async def __aenter__(self) -> Runtime:
         return await self.open()
@@ -495,15 +509,16 @@ class Runtime:
         ``Continue(summary)``, sync or async.
         """
         dumps(input, where="outer loop input")
-        return await run_outer_loop(
-            self,
-            workflow,
-            cast(JsonValue, input),
-            max_outer_cycles=max_outer_cycles,
-            supervise=supervise,
-            outer_loop_id=outer_loop_id,
-            timeout=timeout,
-        )
+        with self.sync_threads.bound():
+            return await run_outer_loop(
+                self,
+                workflow,
+                cast(JsonValue, input),
+                max_outer_cycles=max_outer_cycles,
+                supervise=supervise,
+                outer_loop_id=outer_loop_id,
+                timeout=timeout,
+            )
 
     def outer_loop_status(self, outer_loop_id: str) -> OuterLoopManifest:
         """The manifest of outer loop ``outer_loop_id``."""
@@ -936,8 +951,8 @@ class Runtime:
         )
         await execution.append([started], sync=False)
         # Committed now (without fsync), not held for the first step's commit: a process
-        # killed inside a long first step (or a sync one, which blocks the flush timer)
-        # must leave a run that `resume <id>` finds and the run index shows.
+        # killed inside a long first step must leave a run that `resume <id>` finds and
+        # the run index shows.
         await execution.writer.drain()
         return await self._drive(execution)
 
@@ -1044,7 +1059,7 @@ class Runtime:
                     await self._check_drift(sub_state, sub_version, depth + 1, root)
 
     async def _drive(self, execution: RunExecution) -> RunResult:
-        with counting() as tally:
+        with counting() as tally, self.sync_threads.bound():
             output = await execution.execute()
         return RunResult(
             replayed_calls=tally.replayed.total(),

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -208,27 +209,61 @@ def test_cli_cancel_stops_a_run_in_another_process(tmp_path: Path, files: dict[s
     assert "Traceback" not in hostile.stderr
 
 
-def test_cli_cancel_says_when_the_owner_has_not_stopped(tmp_path: Path) -> None:
+def test_cli_cancel_reaches_a_run_blocked_in_a_sync_step(tmp_path: Path) -> None:
     data = tmp_path / "data"
-    env_vars = {
-        "LW_TEST_ENTERED": str(tmp_path / "entered"),
-        "LW_TEST_RELEASE": str(tmp_path / "release"),
-    }
+    release = tmp_path / "release"
+    env_vars = {"LW_TEST_ENTERED": str(tmp_path / "entered"), "LW_TEST_RELEASE": str(release)}
     process = cli_popen(
         data, "run", str(FLOWS / "cancel_sync.yaml"), "--run-id", "run_sync", env=env_vars
     )
     try:
         wait_for_file(tmp_path / "entered", process)
-        # A synchronous step blocks its process's event loop: the owner cannot act until
-        # it returns, so the request stands and the command says so.
-        waited = cli(data, "cancel", "run_sync", "--wait", "0.5")
+        # The sync step blocks a worker thread, not the event loop: the owner sees the
+        # request at once, though the step never returns.
+        waited = cli(data, "cancel", "run_sync", "--wait", "30")
+        assert waited.returncode == 0, waited.stderr
+        assert "run run_sync cancelled by the process running it" in waited.stdout
+        _, err = process.communicate(timeout=30)
+        # The process ended with the step's thread still blocked (it was never released).
+        assert process.returncode == 6, err
+        assert not release.exists()
+    finally:
+        release.touch()
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    shown = cli(data, "show", "run_sync", "--json")
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout)["status"] == "cancelled"
+    events = cli(data, "events", "run_sync", "--json")
+    assert events.returncode == 0, events.stderr
+    assert "StepCompleted" not in events.stdout
+
+
+def test_cli_cancel_says_when_the_owner_has_not_stopped(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    release = tmp_path / "release"
+    env_vars = {"LW_TEST_ENTERED": str(tmp_path / "entered"), "LW_TEST_RELEASE": str(release)}
+    process = cli_popen(
+        data, "run", str(FLOWS / "cancel_sync.yaml"), "--run-id", "run_stopped", env=env_vars
+    )
+    try:
+        wait_for_file(tmp_path / "entered", process)
+        # A stopped process cannot act on the request: it stands, and the command says so.
+        process.send_signal(signal.SIGSTOP)
+        waited = cli(data, "cancel", "run_stopped", "--wait", "0.5")
         assert waited.returncode == 5, waited.stderr
         assert "has not stopped within 0.5s" in waited.stderr
+        process.send_signal(signal.SIGCONT)
+        # Once it runs again, the owner sees the request at once.
+        _, err = process.communicate(timeout=30)
+        assert process.returncode == 6, err
     finally:
-        (tmp_path / "release").touch()
-    _, err = process.communicate(timeout=30)
-    # Once the step returns, the owner sees the request at its next pause.
-    assert process.returncode == 6, err
+        release.touch()
+        if process.poll() is None:
+            process.send_signal(signal.SIGCONT)
+            process.kill()
+            process.communicate()
 
 
 def test_clear_needs_confirmation_without_a_terminal(tmp_path: Path) -> None:

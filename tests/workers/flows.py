@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 
 from little_workflow.runtime import Happened, StepContext, side_effect
 
@@ -96,3 +97,10 @@ async def where(ctx: StepContext, index: int) -> int:
         finally:
             os.close(fd)
     return index * index
+
+
+def block(ctx: StepContext, seconds: float) -> str:
+    """A blocking (sync) call of ``seconds``, as an SDK call to a model is; counted first."""
+    _count(ctx)
+    time.sleep(seconds)
+    return ctx.step_path
