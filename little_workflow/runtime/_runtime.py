@@ -526,12 +526,12 @@ class Runtime:
 
     @property
     def queue(self) -> RunQueue:
-        """The store's run queue (``submit``, workers); only a postgresql: store has one."""
+        """The store's run queue (``submit``, workers); the memory: store has none."""
         queue = self._require().queue
         if queue is None:
             raise ConfigError(
                 f"the store {self._require().spec.kind}: has no run queue; submit and workers "
-                "need a postgresql: store (--store postgresql://...)"
+                "need a sqlite: or postgresql: store"
             )
         return queue
 
