@@ -36,3 +36,46 @@ async def test_the_memory_backend_refuses_a_fenced_append() -> None:
     with fenced(Fence(run_id="run_m", token=1)), pytest.raises(ConfigError, match="leases"):
         await log.append("run_m", [step])
     assert await log.read("run_m") == []
+
+
+async def test_on_sqlite_a_lease_held_by_a_killed_process_is_free_at_once(
+    sqlite_url: str,
+) -> None:
+    import asyncio
+    import signal
+    import sys
+
+    store = await open_store(sqlite_url)
+    try:
+        queue = store.queue
+        assert queue is not None
+        await queue.submit("run_k")
+        code = (
+            "import asyncio, sys\n"
+            "from little_workflow.storage import open_store\n"
+            "async def main():\n"
+            "    store = await open_store(sys.argv[1])\n"
+            "    (claim,) = await store.queue.claim('w_dead', limit=1, lease_seconds=600)\n"
+            "    print(claim.fence.token, flush=True)\n"
+            "    await asyncio.sleep(600)\n"
+            "asyncio.run(main())\n"
+        )
+        child = await asyncio.create_subprocess_exec(
+            sys.executable, "-c", code, sqlite_url, stdout=asyncio.subprocess.PIPE
+        )
+        assert child.stdout is not None
+        old_token = int(await child.stdout.readline())
+        # Alive, the child's lease holds for its 600 s.
+        assert await queue.holder("run_k") == "w_dead"
+        assert await queue.claim("w_live", limit=1, lease_seconds=30) == []
+        child.send_signal(signal.SIGKILL)
+        await child.communicate()
+        assert await queue.holder("run_k") is None
+        assert await queue.attended(["run_k"]) == set()
+        assert [entry.run_id for entry in await queue.expired()] == ["run_k"]
+        (claim,) = await queue.claim("w_live", limit=1, lease_seconds=30)
+        assert claim.run_id == "run_k"
+        assert claim.fence.token > old_token
+        assert claim.attempts == 2
+    finally:
+        await store.close()
