@@ -580,6 +580,13 @@ class Runtime:
             state = await self._fold(run_id)
             return await self._continue(state, None, reason="resume")
 
+    async def resume_held(self, state: RunState, *, reason: str = "resume") -> RunResult:
+        """Continue ``state``'s run under a run lock the caller holds (a worker's recovery,
+        ``runtime/_recovery.py``); ``reason`` goes into its ``RunResumed``."""
+        await self.open()
+        self.make_run_dirs(state.run_id)
+        return await self._continue(state, None, reason=reason)
+
     async def retry(self, run_id: str) -> RunResult:
         """Run a failed run again from its failed step, with the same workflow version and input."""
         await self.open()
