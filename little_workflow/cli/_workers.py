@@ -125,7 +125,8 @@ def worker(
     max_runs: int | None,
     store_url: str | None,
 ) -> None:
-    """Claim queued runs and drive them until stopped (SIGTERM/SIGINT release them).
+    """Claim queued runs and drive them until stopped (SIGTERM/SIGINT release them);
+    resume the runs whose process died (see --recover-every).
 
     What happens meanwhile (a claim the database refused, a run that ended in an error)
     is logged on stderr, one line per event; ``little-workflow --debug worker`` adds the

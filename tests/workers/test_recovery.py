@@ -131,6 +131,16 @@ def _worker(
     )
 
 
+def _finish(worker: subprocess.Popen[str], timeout: float) -> str:
+    """Wait for ``worker`` to exit; its stderr. Killed if it does not (nothing left over)."""
+    try:
+        return worker.communicate(timeout=timeout)[1]
+    except subprocess.TimeoutExpired:
+        worker.kill()
+        worker.communicate()
+        raise
+
+
 async def _check_recovered(
     runtime: Runtime,
     inputs: dict[str, list[int]],
@@ -201,7 +211,7 @@ async def test_one_worker_started_afterwards_completes_twenty_killed_runs(
     # On PostgreSQL the worker is "another machine": a data directory of its own.
     worker_dir = data_dir if store is None else tmp_path / "worker"
     worker = _worker(worker_dir, store, _env(tmp_path), "--max-runs", str(RUNS))
-    _, err = worker.communicate(timeout=240)
+    err = _finish(worker, 240)
     assert worker.returncode == 0, err
     assert f"{RUNS} completed; {RUNS} recovered, 0 failed to recover" in err
     async with Runtime(data_dir, store=store) as runtime:
@@ -228,7 +238,7 @@ async def test_two_workers_started_together_recover_each_run_once(tmp_path: Path
     finally:
         for worker in workers:
             worker.send_signal(signal.SIGTERM)
-        errors = [worker.communicate(timeout=60)[1] for worker in workers]
+        errors = [_finish(worker, 60) for worker in workers]
     assert [worker.returncode for worker in workers] == [0, 0], errors
     recovered = []
     for err in errors:
@@ -256,7 +266,7 @@ async def test_a_run_submitted_on_sqlite_is_driven_by_a_worker(tmp_path: Path) -
     assert submitted.returncode == 0, submitted.stderr
     run_id = submitted.stdout.strip()
     worker = _worker(data_dir, None, env, "--max-runs", "1")
-    _, err = worker.communicate(timeout=120)
+    err = _finish(worker, 120)
     assert worker.returncode == 0, err
     assert "1 completed; 0 recovered" in err
     waited = _cli_run(data_dir, env, "wait", run_id, "--timeout", "60")
@@ -271,6 +281,8 @@ GONE_FLOW = """\
 lwir: 1
 name: gone
 steps:
+  # A first step committed: the run is not taken for a submit still being written.
+  - {id: first, kind: execute, fn: "tests.workers.flows:total", with: {values: [1]}}
   - {id: wait, kind: execute, fn: "gone_steps:wait"}
   - {id: out, kind: output, value: "${steps.wait.output}"}
 """
@@ -320,7 +332,7 @@ async def test_a_run_that_cannot_be_resumed_is_retried_after_a_growing_backoff(
                 await asyncio.sleep(0.1)
     finally:
         worker.send_signal(signal.SIGTERM)
-        _, err = worker.communicate(timeout=60)
+        err = _finish(worker, 60)
     assert worker.returncode == 0, err
     # One line per attempt, and looks every 0.2 s did not retry it: the first wait was
     # 2 s (twice max(0.2, 1) s), the second twice that.
@@ -342,3 +354,64 @@ async def test_a_run_that_cannot_be_resumed_is_retried_after_a_growing_backoff(
     assert [(item["runId"], item["reason"]) for item in json.loads(listed.stdout)] == [
         ("run_gone", "recovery_failed")
     ]
+
+
+SLEEPY_FLOW = """\
+lwir: 1
+name: sleepy
+steps:
+  # A first step committed: the run is not taken for a submit still being written.
+  - {id: first, kind: execute, fn: "tests.workers.flows:total", with: {values: [1]}}
+  - {id: wait, kind: execute, fn: "sleepy_steps:wait"}
+  - {id: out, kind: output, value: "${steps.wait.output}"}
+"""
+
+
+async def test_with_recovery_off_a_worker_leaves_an_interrupted_run_alone(
+    tmp_path: Path,
+) -> None:
+    data_dir = tmp_path / "data"
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "sleepy_steps.py").write_text(
+        "import os, time\n"
+        "def wait(ctx):\n"
+        "    open(os.environ['LW_TEST_STARTED'], 'w').close()\n"
+        "    time.sleep(600)\n"
+    )
+    flow = tmp_path / "sleepy.yaml"
+    flow.write_text(SLEEPY_FLOW)
+    started = tmp_path / "started"
+    env = {
+        **_env(tmp_path),
+        "LW_TEST_STARTED": str(started),
+        "PYTHONPATH": f"{REPO}{os.pathsep}{code}",
+    }
+    runner = _spawn(_cli(data_dir, None, "run", str(flow), "--run-id", "run_left"), env)
+    try:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 60
+        while not started.exists():
+            assert loop.time() < deadline
+            assert runner.poll() is None
+            await asyncio.sleep(0.02)
+    finally:
+        runner.send_signal(signal.SIGKILL)
+        runner.wait()
+    submitted = _cli_run(data_dir, env, "submit", str(FLOW), "--input", '{"items": [2]}')
+    assert submitted.returncode == 0, submitted.stderr
+    # One slot: with recovery on, its first look (at start) would take the killed run.
+    # (The later --recover-every wins over the helper's.)
+    off = _worker(
+        data_dir, None, env, "--recover-every", "0", "--concurrency", "1", "--max-runs", "1"
+    )
+    err = _finish(off, 120)
+    assert off.returncode == 0, err
+    assert "no recovery" in err
+    assert "1 completed; 0 recovered" in err
+    async with Runtime(data_dir) as runtime:
+        assert (await runtime.get_state(submitted.stdout.strip())).output == 4
+        records = await runtime.events.read("run_left")
+        assert not any(isinstance(record.event, RunResumed) for record in records)
+        (stuck,) = await runtime.stuck_runs()
+        assert (stuck.run_id, stuck.reason) == ("run_left", "interrupted")

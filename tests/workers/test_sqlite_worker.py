@@ -87,7 +87,11 @@ async def test_a_killed_workers_run_is_taken_over_at_once_not_when_its_lease_end
             if isinstance(record.event, StepCompleted)
         )
         second = _start_worker(data_dir, "w_next", env, "--max-runs", "1")
-        _, err = second.communicate(timeout=120)
+        try:
+            _, err = second.communicate(timeout=120)
+        finally:
+            second.kill()  # if it is still there: it never took the run over
+            second.communicate()
         assert second.returncode == 0, err
         assert b"1 completed" in err
         state = await runtime.get_state("run_big")
