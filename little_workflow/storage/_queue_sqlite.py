@@ -157,7 +157,7 @@ class SqliteRunQueue:
         if limit < 1:
             return []
 
-        def work(conn: sqlite3.Connection) -> list[Claim]:
+        def ready(conn: sqlite3.Connection) -> list[str]:
             lapsed = _lapsed_leases(conn, time.time())
             rows = conn.execute(
                 "SELECT run_id FROM run_queue WHERE state = 'queued' "
@@ -165,9 +165,15 @@ class SqliteRunQueue:
                 "ORDER BY (parent_run_id IS NULL), submitted_at, rowid LIMIT ?",
                 (json.dumps(lapsed), limit),
             ).fetchall()
-            return self._lease(conn, [run_id for (run_id,) in rows], worker_id, lease_seconds)
+            return [run_id for (run_id,) in rows]
 
-        return await self._database.write(work)
+        # An idle worker polls: a look first, so that a poll finding nothing never takes
+        # the write lock the runs being driven append under.
+        if not await self._database.read(ready):
+            return []
+        return await self._database.write(
+            lambda conn: self._lease(conn, ready(conn), worker_id, lease_seconds)
+        )
 
     async def renew(
         self, worker_id: str, fences: Sequence[Fence], *, lease_seconds: float
