@@ -25,7 +25,7 @@ a workflow that no longer loads, a function gone) is not retried at once: the fa
 kept in the store (key ``run:recovery:<run id>``, so every worker sees it), logged in one
 line, listed by ``runs --stuck`` (``recovery_failed``), and retried after a backoff that
 doubles each time (from ``2 * max(interval, 1 s)`` up to an hour). Once the run ends
-(recovered, or resumed by hand), the record no longer counts.
+(recovered, or resumed by hand) the record is deleted, at the next look.
 
 A run created with nothing but its ``RunStarted`` less than ``FRESH_SECONDS`` ago is left
 alone: it may be a ``submit`` between its two writes (the run, then its queue row).
@@ -145,6 +145,13 @@ class Recovery:
         oldest first."""
         runtime = self.runtime
         unfinished = await runtime.events.list_runs(status=RunStatus.RUNNING, limit=MAX_SCANNED)
+        failures = await recovery_failures(runtime)
+        if failures and len(unfinished) < MAX_SCANNED:
+            # A run that ended since (resumed by hand, cancelled) or was deleted: its record
+            # would only grow the list every look reads.
+            running = {info.run_id for info in unfinished}
+            for run_id in sorted(failures.keys() - running):
+                await clear_failure(runtime, run_id)
         now = time.time()
         roots = [
             info
@@ -157,7 +164,6 @@ class Recovery:
         interrupted = await runtime.interrupted_runs(roots)
         if not interrupted:
             return []
-        failures = await recovery_failures(runtime)
         queue = runtime.store.queue
         found = []
         for info in reversed(roots):  # oldest first

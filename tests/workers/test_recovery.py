@@ -219,13 +219,19 @@ async def test_one_worker_started_afterwards_completes_twenty_killed_runs(
         assert await runtime.stuck_runs() == []
 
 
-async def test_two_workers_started_together_recover_each_run_once(tmp_path: Path) -> None:
+async def test_two_workers_started_together_recover_each_run_once(
+    tmp_path: Path, store: str | None
+) -> None:
     data_dir = tmp_path / "data"
-    inputs, before = await _interrupted_fleet(tmp_path, data_dir, None)
+    inputs, before = await _interrupted_fleet(tmp_path, data_dir, store)
     env = _env(tmp_path)
-    workers = [_worker(data_dir, None, env, "--concurrency", "3") for _ in range(2)]
+    # On PostgreSQL each worker is a machine of its own: only the store is shared.
+    workers = [
+        _worker(data_dir if store is None else tmp_path / f"w{index}", store, env)
+        for index in range(2)
+    ]
     try:
-        async with Runtime(data_dir) as runtime:
+        async with Runtime(data_dir, store=store) as runtime:
             loop = asyncio.get_running_loop()
             deadline = loop.time() + 240
             while True:
@@ -247,7 +253,7 @@ async def test_two_workers_started_together_recover_each_run_once(tmp_path: Path
         assert report is not None, err
         recovered.append(int(report.group(1)))
     assert sum(recovered) == RUNS
-    async with Runtime(data_dir) as runtime:
+    async with Runtime(data_dir, store=store) as runtime:
         await _check_recovered(
             runtime,
             inputs,
@@ -415,3 +421,30 @@ async def test_with_recovery_off_a_worker_leaves_an_interrupted_run_alone(
         assert not any(isinstance(record.event, RunResumed) for record in records)
         (stuck,) = await runtime.stuck_runs()
         assert (stuck.run_id, stuck.reason) == ("run_left", "interrupted")
+
+
+async def test_the_failure_record_of_a_run_that_ended_is_deleted_at_the_next_look(
+    tmp_path: Path,
+) -> None:
+    from little_workflow.runtime._recovery import RECOVERY_PREFIX, Recovery, RecoveryFailure
+
+    async with Runtime(tmp_path / "data") as runtime:
+        flow = tmp_path / "one.yaml"
+        flow.write_text("lwir: 1\nname: one\nsteps:\n  - {id: out, kind: output, value: 1}\n")
+        result = await runtime.run(flow, None, run_id="run_ended")
+        assert result.output == 1
+        failure = RecoveryFailure(
+            run_id="run_ended",
+            attempts=3,
+            code="config_error",
+            message="a function was gone then",
+            failed_at=1.0,
+            retry_at=2.0,
+            worker_id="w_old",
+        )
+        await runtime.kv.set(RECOVERY_PREFIX + "run_ended", failure.to_json())
+        assert await recovery_failures(runtime) == {"run_ended": failure}
+        recovery = Recovery(runtime, worker_id="w", interval=5)
+        assert await recovery.candidates() == []
+        assert await recovery_failures(runtime) == {}
+        assert await runtime.kv.list(RECOVERY_PREFIX) == []
