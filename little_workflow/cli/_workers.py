@@ -1,6 +1,7 @@
 """Commands for runs on workers: ``submit``, ``worker``, ``wait``, ``workers``.
 
-They need a store with a run queue (``postgresql://...``), given before the command
+They need a store with a run queue: the default SQLite file (workers on this machine) or
+``postgresql://...`` (workers on any machine), given before the command
 (``little-workflow --store URL worker``) or after it (``little-workflow worker --store
 URL``), or by ``LITTLE_WORKFLOW_STORE``.
 """
@@ -32,7 +33,8 @@ def store_option(function: Any) -> Any:
         "--store",
         "store_url",
         default=None,
-        help="Store URL (postgresql://...): overrides --store given before the command.",
+        help="Store URL (sqlite:///... or postgresql://...): overrides --store given "
+        "before the command.",
     )(function)
 
 
@@ -87,6 +89,14 @@ def submit(
     show_default=True,
     help="Seconds between claims while idle.",
 )
+@click.option(
+    "--recover-every",
+    type=click.FloatRange(min=0),
+    default=5.0,
+    show_default=True,
+    help="Seconds between looks for interrupted runs (started by `run`, their process "
+    "dead) to resume here, the first at start; 0 switches recovery off.",
+)
 @click.option("--worker-id", default=None, help="This worker's id [default: a new one].")
 @click.option(
     "--threads",
@@ -109,12 +119,14 @@ def worker(
     concurrency: int,
     lease_seconds: float,
     poll_interval: float,
+    recover_every: float,
     worker_id: str | None,
     threads: int | None,
     max_runs: int | None,
     store_url: str | None,
 ) -> None:
-    """Claim queued runs and drive them until stopped (SIGTERM/SIGINT release them).
+    """Claim queued runs and drive them until stopped (SIGTERM/SIGINT release them);
+    resume the runs whose process died (see --recover-every).
 
     What happens meanwhile (a claim the database refused, a run that ended in an error)
     is logged on stderr, one line per event; ``little-workflow --debug worker`` adds the
@@ -159,13 +171,15 @@ def worker(
                 concurrency=concurrency,
                 lease_seconds=lease_seconds,
                 poll_interval=poll_interval,
+                recover_every=recover_every,
             )
             stopping.append(runner)
             if stop_requested:
                 runner.stop()
+            recovery = f"recovery every {recover_every:g} s" if recover_every else "no recovery"
             click.echo(
                 f"worker {runner.worker_id}: up to {concurrency} run(s), "
-                f"leases of {lease_seconds:g} s",
+                f"leases of {lease_seconds:g} s, {recovery}",
                 err=True,
             )
             return await runner.run(max_runs=max_runs)
@@ -174,6 +188,7 @@ def worker(
     done = ", ".join(f"{count} {outcome}" for outcome, count in sorted(report.finished.items()))
     click.echo(
         f"worker {report.worker_id} stopped: {done or 'no run finished'}; "
+        f"{report.recovered} recovered, {report.recovery_failures} failed to recover; "
         f"{report.leases_lost} lease(s) lost, {report.released} released, "
         f"{report.errors} error(s)",
         err=True,

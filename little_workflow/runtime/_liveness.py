@@ -12,7 +12,8 @@ in its log) is driven when
 * or any of these holds one of its ancestors: an inline sub-run is driven under its
   root's locks (its own lock is a file lock only) or its root's lease.
 
-Otherwise it is *interrupted*: nobody will carry it on until someone resumes it.
+Otherwise it is *interrupted*: nobody carries it on until someone resumes it, or a worker
+recovers it (``runtime/_recovery.py`` asks here which runs those are).
 
 The cost is a few system calls per unfinished run (a lock file opened and read), plus on
 PostgreSQL two queries for any number of runs (``pg_locks``, the queue) and one look per

@@ -526,12 +526,12 @@ class Runtime:
 
     @property
     def queue(self) -> RunQueue:
-        """The store's run queue (``submit``, workers); only a postgresql: store has one."""
+        """The store's run queue (``submit``, workers); the memory: store has none."""
         queue = self._require().queue
         if queue is None:
             raise ConfigError(
                 f"the store {self._require().spec.kind}: has no run queue; submit and workers "
-                "need a postgresql: store (--store postgresql://...)"
+                "need a sqlite: or postgresql: store"
             )
         return queue
 
@@ -579,6 +579,13 @@ class Runtime:
         async with self._locked(run_id):
             state = await self._fold(run_id)
             return await self._continue(state, None, reason="resume")
+
+    async def resume_held(self, state: RunState, *, reason: str = "resume") -> RunResult:
+        """Continue ``state``'s run under a run lock the caller holds (a worker's recovery,
+        ``runtime/_recovery.py``); ``reason`` goes into its ``RunResumed``."""
+        await self.open()
+        self.make_run_dirs(state.run_id)
+        return await self._continue(state, None, reason=reason)
 
     async def retry(self, run_id: str) -> RunResult:
         """Run a failed run again from its failed step, with the same workflow version and input."""

@@ -8,8 +8,11 @@ Three kinds, all of runs that nobody is driving now:
 * ``intent_unreconciled``: an unfinished run with a side effect whose intent has no
   outcome (a crash mid-dispatch). Its next resume (or claim) reconciles it; until then
   nobody knows whether the effect happened.
+* ``recovery_failed``: an interrupted run a worker tried to recover and could not resume
+  (``runtime/_recovery.py``: code changed under it, a function gone...); workers retry
+  it after a growing backoff, but it needs a look.
 * ``interrupted``: any other unfinished run whose process died (``runtime/_liveness.py``):
-  nothing carries it on until someone resumes it.
+  nothing carries it on until someone resumes it, or a worker recovers it.
 
 A run that a worker's live lease or a local run lock holds is in flight, not stuck. A run
 listed for an expired lease or an open intent is not listed again as ``interrupted``.
@@ -17,10 +20,12 @@ listed for an expired lease or an open intent is not listed again as ``interrupt
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from little_workflow.events import RunStatus
+from little_workflow.runtime._recovery import recovery_failures
 from little_workflow.runtime._run_lock import RunLock
 
 if TYPE_CHECKING:
@@ -38,7 +43,7 @@ class StuckRun:
     """One run that needs a look, and why."""
 
     run_id: str
-    reason: Literal["lease_expired", "intent_unreconciled", "interrupted"]
+    reason: Literal["lease_expired", "intent_unreconciled", "recovery_failed", "interrupted"]
     #: One line for a person.
     detail: str
     worker_id: str | None = None
@@ -67,6 +72,7 @@ async def find_stuck_runs(runtime: Runtime) -> list[StuckRun]:
     listed = {item.run_id for item in found}
     unfinished = await runtime.events.list_runs(status=RunStatus.RUNNING, limit=MAX_SCANNED)
     interrupted = await runtime.interrupted_runs(unfinished)
+    failures = await recovery_failures(runtime) if interrupted else {}
     for info in unfinished:
         state = await runtime.get_state(info.run_id)
         open_intents = [record for record in state.steps.values() if record.open_intent is not None]
@@ -80,6 +86,20 @@ async def find_stuck_runs(runtime: Runtime) -> list[StuckRun]:
                     key=record.open_intent,
                 )
                 for record in open_intents
+            )
+        elif info.run_id in interrupted and info.run_id in failures:
+            failure = failures[info.run_id]
+            retry = time.strftime("%H:%M:%S", time.localtime(failure.retry_at))
+            found.append(
+                StuckRun(
+                    run_id=info.run_id,
+                    reason="recovery_failed",
+                    detail=(
+                        f"a worker could not resume it ({failure.attempts} time(s), "
+                        f"{failure.code}): {failure.message}; next try after {retry}"
+                    ),
+                    worker_id=failure.worker_id,
+                )
             )
         elif info.run_id in interrupted and info.run_id not in listed:
             found.append(

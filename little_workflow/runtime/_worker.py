@@ -1,6 +1,7 @@
 """A worker: claims submitted runs from the store's queue and drives them under leases.
 
-Any number of workers, on any number of machines, point at one PostgreSQL store. Each
+Any number of workers point at one store: on any number of machines sharing a
+PostgreSQL store, or on one machine sharing a SQLite file. Each
 claims up to ``concurrency`` runs at a time (``RunQueue.claim``), drives each with
 ``Runtime.execute_claim`` under the claim's fence, and renews its leases every
 ``lease_seconds / 3``. What can happen to a run it holds:
@@ -16,7 +17,12 @@ claims up to ``concurrency`` runs at a time (``RunQueue.claim``), drives each wi
   just stops) and releases those leases, so another worker takes them at once.
 
 A worker killed outright releases nothing: its leases expire after ``lease_seconds``
-and the runs are claimed again then.
+and the runs are claimed again then (on SQLite at once: a lease dies with its process).
+
+It also recovers runs it was never given: at start and then every ``recover_every``
+seconds, runs started by ``run`` whose process died are resumed here, each by exactly one
+worker, under the run's lock (``runtime/_recovery.py``). They share the ``concurrency``
+slots with claimed runs.
 """
 
 from __future__ import annotations
@@ -32,6 +38,8 @@ from typing import TYPE_CHECKING
 
 from little_workflow.errors import LeaseLostError, LittleWorkflowError, RunFailedError
 from little_workflow.ids import new_id, validate_id
+from little_workflow.runtime._recovery import Recovery
+from little_workflow.runtime._run_lock import RunLock
 from little_workflow.storage import Claim, Fence, RunQueue
 
 if TYPE_CHECKING:
@@ -63,6 +71,10 @@ class WorkerReport:
     #: Runs that ended in an error other than the run's own failure (storage down...);
     #: their leases lapse and another worker retries them.
     errors: int = 0
+    #: Interrupted runs recovered here that reached an end (also counted in ``finished``).
+    recovered: int = 0
+    #: Attempts at recovering a run that failed before it ended (retried after a backoff).
+    recovery_failures: int = 0
 
 
 class Worker:
@@ -76,11 +88,16 @@ class Worker:
         concurrency: int = 4,
         lease_seconds: float = 30.0,
         poll_interval: float = 0.5,
+        recover_every: float | None = 5.0,
     ) -> None:
+        """``recover_every``: seconds between looks for interrupted runs to recover (the
+        first at start); ``None`` or ``0`` switches recovery off."""
         if concurrency < 1:
             raise ValueError(f"concurrency must be at least 1, not {concurrency}")
         if lease_seconds <= 0:
             raise ValueError(f"lease_seconds must be positive, not {lease_seconds}")
+        if recover_every is not None and recover_every < 0:
+            raise ValueError(f"recover_every must not be negative, not {recover_every}")
         self.runtime = runtime
         self.worker_id = (
             new_id("worker") if worker_id is None else validate_id(worker_id, what="worker id")
@@ -89,6 +106,13 @@ class Worker:
         self.lease_seconds = lease_seconds
         self.poll_interval = poll_interval
         self.report = WorkerReport(worker_id=self.worker_id)
+        self._recovery = (
+            Recovery(runtime, worker_id=self.worker_id, interval=recover_every)
+            if recover_every
+            else None
+        )
+        #: Runs recovered here and being driven, under their run locks.
+        self._recovering: dict[str, asyncio.Task[None]] = {}
         self._running: dict[str, tuple[Fence, asyncio.Task[None]]] = {}
         #: Fences whose lease a renewal found gone: their tasks were cancelled once.
         self._lapsed: set[Fence] = set()
@@ -113,11 +137,16 @@ class Worker:
         )
         heartbeat = asyncio.create_task(self._heartbeat(queue), name="worker heartbeat")
         failures = 0
+        loop = asyncio.get_running_loop()
+        next_recovery = loop.time()
         try:
             while not self._stopping.is_set():
                 if max_runs is not None and self._ended() >= max_runs:
                     break
-                free = self.concurrency - len(self._running)
+                if self._recovery is not None and loop.time() >= next_recovery:
+                    await self._recover(self._recovery)
+                    next_recovery = loop.time() + self._recovery.interval
+                free = self.concurrency - len(self._running) - len(self._recovering)
                 pause = self.poll_interval
                 if free > 0:
                     try:
@@ -146,6 +175,46 @@ class Worker:
             with contextlib.suppress(LittleWorkflowError):
                 await queue.stop_worker(self.worker_id)
         return self.report
+
+    async def _recover(self, recovery: Recovery) -> None:
+        """Take and start as many interrupted runs as there are free slots."""
+        free = self.concurrency - len(self._running) - len(self._recovering)
+        if free < 1:
+            return
+        try:
+            candidates = await recovery.candidates()
+            for run_id in candidates:
+                if free < 1 or self._stopping.is_set():
+                    break
+                if run_id in self._recovering:
+                    continue
+                lock = await recovery.take(run_id)
+                if lock is None:
+                    continue  # another worker (or a ``resume``) drives it
+                _log.info("worker %s: recovering interrupted run %s", self.worker_id, run_id)
+                task = asyncio.create_task(
+                    self._drive_recovered(recovery, run_id, lock), name=f"recover run {run_id}"
+                )
+                self._recovering[run_id] = task
+                free -= 1
+        except LittleWorkflowError as exc:
+            # The store is unreachable: the next look tries again.
+            _log.warning("worker %s: cannot look for runs to recover: %s", self.worker_id, exc)
+
+    async def _drive_recovered(self, recovery: Recovery, run_id: str, lock: RunLock) -> None:
+        try:
+            outcome = await recovery.resume(run_id, lock)
+            if outcome is None:
+                self.report.recovery_failures += 1
+            else:
+                self.report.recovered += 1
+                self.report.finished[outcome] = self.report.finished.get(outcome, 0) + 1
+        except Exception:
+            self.report.errors += 1
+            _log.exception("worker %s: recovering run %s failed", self.worker_id, run_id)
+        finally:
+            self._recovering.pop(run_id, None)
+            self._wake.set()
 
     def _ended(self) -> int:
         report = self.report
@@ -230,6 +299,14 @@ class Worker:
                         self._wake.set()
 
     async def _release_all(self, queue: RunQueue) -> None:
+        # A recovered run just stops, interrupted again; its lock is released as its
+        # task unwinds, and the next look (here or at another worker) recovers it.
+        recovering = list(self._recovering.values())
+        for task in recovering:
+            task.cancel()
+        for task in recovering:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
         running = list(self._running.values()) + list(self._draining.items())
         for _, task in running:
             task.cancel()

@@ -55,5 +55,5 @@ def refuse_fence(backend: str) -> None:
     if fence is not None:
         raise ConfigError(
             f"an append under the lease of run {fence.run_id!r} reached a {backend} event "
-            "log, which cannot check leases; workers need a postgresql: store"
+            "log, which cannot check leases; workers need a sqlite: or postgresql: store"
         )

@@ -31,8 +31,8 @@ class Store:
     kv: ManagedStorage
     closer: Callable[[], Awaitable[None]]
     blobs: BlobStore
-    #: The run queue workers claim from; ``None`` on a backend that has none (only
-    #: PostgreSQL has one: workers on several machines need a shared server).
+    #: The run queue workers claim from; ``None`` on a backend that has none (the
+    #: in-memory one: a worker in another process could never see it).
     queue: RunQueue | None = None
 
     async def close(self) -> None:
@@ -64,6 +64,7 @@ async def open_store(store: str | StoreSpec) -> Store:
         return Store(spec=spec, events=events, kv=kv, closer=close_memory, blobs=MemoryBlobStore())
     if spec.kind == "sqlite":
         from little_workflow.storage._blobs_file import FileBlobStore
+        from little_workflow.storage._queue_sqlite import SqliteRunQueue
         from little_workflow.storage._sqlite import SqliteEventLog, SqliteStorage
         from little_workflow.storage._sqlite_db import SqliteDatabase
 
@@ -75,6 +76,7 @@ async def open_store(store: str | StoreSpec) -> Store:
             kv=SqliteStorage(sqlite_db),
             closer=sqlite_db.close,
             blobs=FileBlobStore(spec.blob_dir),
+            queue=SqliteRunQueue(sqlite_db),
         )
     if spec.kind == "postgres":
         from little_workflow.storage._blobs_postgres import PostgresBlobStore

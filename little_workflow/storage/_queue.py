@@ -9,7 +9,9 @@ lease cannot write after the run moved on. A run whose lease expired is claimabl
 its next holder resumes it from the log by replay. ``finish`` records the outcome, only
 for the current holder.
 
-Clocks: lease times are the database server's, the one clock every worker shares.
+Clocks: lease times are the database server's, the one clock every worker shares; on SQLite,
+whose workers all run on one machine, that machine's, and a lease also ends with the process
+that claimed it (``_queue_sqlite.py``). ``testing/runqueue_conformance.py`` is the contract.
 """
 
 from __future__ import annotations

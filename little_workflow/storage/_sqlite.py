@@ -25,9 +25,10 @@ from little_workflow.events import (
     encode_event,
 )
 from little_workflow.ids import validate_id
-from little_workflow.storage._fence import refuse_fence
+from little_workflow.storage._fence import current_fence
 from little_workflow.storage._keys import prefix_upper_bound, validate_key, validate_prefix
 from little_workflow.storage._protocols import RunInfo, apply_run_index
+from little_workflow.storage._queue_sqlite import check_fence
 from little_workflow.storage._sqlite_db import SqliteDatabase
 from little_workflow.storage._url import StoreSpec
 from little_workflow.storage._values import encode_value
@@ -153,8 +154,8 @@ class SqliteEventLog:
         expected_seq: int | None = None,
     ) -> list[int]:
         """Append ``events`` in one transaction; see ``EventLog.append``."""
-        refuse_fence("SQLite")
         validate_id(run_id, what="run id")
+        fence = current_fence()
         # Encoding happens before the write lock is taken, so the lock is held only for
         # the inserts and the commit.
         encoded = [(event.TYPE, encode_event(event)) for event in events]
@@ -164,6 +165,10 @@ class SqliteEventLog:
         has_index_update = update != _NO_UPDATE
 
         def transaction(conn: sqlite3.Connection) -> list[int]:
+            if fence is not None:
+                # Under the same write lock as every claim: no claim can replace the
+                # lease between this check and the commit.
+                check_fence(conn, fence, appending_to=run_id)
             # Under BEGIN IMMEDIATE no other writer can interleave, so max + 1 is the
             # next seq for this process and every other one.
             (found,) = conn.execute(

@@ -81,6 +81,36 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
             PRIMARY KEY (run_id, seq)
         ) WITHOUT ROWID""",
     ),
+    # The run queue (``_queue_sqlite.py``). ``holder`` is the claiming process's identity
+    # (pid and start time, JSON): a lease held by a dead process is free at once.
+    (
+        """CREATE TABLE run_queue (
+            run_id TEXT PRIMARY KEY,
+            state TEXT NOT NULL CHECK (state IN ('queued', 'leased', 'done')),
+            submitted_at REAL NOT NULL,
+            parent_run_id TEXT,
+            worker_id TEXT,
+            lease_token INTEGER,
+            lease_expires_at REAL,
+            holder TEXT,
+            attempts INTEGER NOT NULL DEFAULT 0,
+            finished_at REAL,
+            outcome TEXT
+        )""",
+        "CREATE INDEX run_queue_by_state ON run_queue (state, submitted_at)",
+        # One row: the last lease token issued. Tokens only grow, even past ``forget``.
+        "CREATE TABLE lw_lease_tokens (last INTEGER NOT NULL)",
+        "INSERT INTO lw_lease_tokens (last) VALUES (0)",
+        """CREATE TABLE workers (
+            worker_id TEXT PRIMARY KEY,
+            host TEXT NOT NULL,
+            pid INTEGER NOT NULL,
+            concurrency INTEGER NOT NULL,
+            started_at REAL NOT NULL,
+            heartbeat_at REAL NOT NULL,
+            stopped_at REAL
+        )""",
+    ),
 )
 
 

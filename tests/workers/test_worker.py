@@ -114,10 +114,13 @@ async def test_a_stopped_worker_gives_its_runs_back(
 
 
 async def test_submit_needs_a_store_with_a_queue(tmp_path: Path) -> None:
-    async with Runtime(tmp_path / "local") as runtime:
-        with pytest.raises(ConfigError, match="postgresql"):
-            await runtime.submit(FLOW, {"items": [1]})
+    # SQLite and PostgreSQL have one; the in-memory store, which no worker could reach,
+    # does not.
+    async with Runtime(tmp_path / "local", store="memory:") as runtime:
+        with pytest.raises(ConfigError, match="has no run queue; submit and workers need"):
+            await runtime.submit(FLOW, {"items": [1]}, run_id="run_x")
         assert await runtime.events.read("run_x") == []
+        assert await runtime.events.list_runs() == []
 
 
 async def test_cancel_reaches_a_run_on_a_worker_of_another_host(
