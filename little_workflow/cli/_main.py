@@ -179,7 +179,8 @@ COMMANDS: dict[str, LazyCommand] = {
     "worker": LazyCommand(
         module=_CLI + "_workers",
         attr="worker",
-        summary="Claim queued runs and drive them until stopped (SIGTERM/SIGINT release them).",
+        summary="Claim queued runs and drive them until stopped (SIGTERM/SIGINT release them); "
+        "resume the runs whose process died (see --recover-every).",
     ),
     "workers": LazyCommand(
         module=_CLI + "_workers",

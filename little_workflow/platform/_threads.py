@@ -135,13 +135,22 @@ class SyncThreads:
                         self._threads -= 1
                         return
                     self._idle += 1
-                    call = None
-            if call is None:
+                    waiting = True
+                else:
+                    # A ``None`` here is a wake-up ``close`` queued for an idle thread,
+                    # taken by this one first: it ends in its place (the idle one then
+                    # gets what follows, or the next ``None``).
+                    if call is None:
+                        self._threads -= 1
+                        return
+                    waiting = False
+            if waiting:
                 call = self._calls.get()
                 if call is None:  # ``close`` wakes idle threads with ``None``
                     with self._lock:
                         self._threads -= 1
                     return
+            assert call is not None
             self._run(call)
             del call
 
