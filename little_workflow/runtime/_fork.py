@@ -53,7 +53,7 @@ from little_workflow.lwir import (
     parse_step_path,
     parse_workflow,
 )
-from little_workflow.runtime._execution import RunExecution
+from little_workflow.runtime._lwir_walk import lwir_walk
 from little_workflow.runtime._state import RunState, fold
 from little_workflow.runtime._workflows import WorkflowVersion, edited_version
 
@@ -172,7 +172,7 @@ async def plan_fork(runtime: Runtime, source_run_id: str, at: str) -> ForkPlan:
     state = fold(source_run_id, records)
     version = await runtime.catalog.load(state.workflow_version_id)
     at = _check_shape(state, version, at)
-    walk = RunExecution(runtime, version, state, replay_only=True, stop_at=at)
+    walk = lwir_walk(runtime, version, state, sub_runner=runtime, replay_only=True, stop_at=at)
     await walk.replay()
     if walk.stopped is None:
         if walk.frontier:
@@ -214,7 +214,7 @@ async def fork_hint(
     a fork there keeps every completed step before it. ``None`` if the log cannot be
     walked (the error that says so comes from the resume itself).
     """
-    walk = RunExecution(runtime, version, state, replay_only=True)
+    walk = lwir_walk(runtime, version, state, sub_runner=runtime, replay_only=True)
     try:
         await walk.replay()
     except LittleWorkflowError:
@@ -418,9 +418,9 @@ async def fork_run(
         )
         # One durable commit: a kill leaves either no fork or a fork with all its kept
         # steps, never one that would run again a step it should have kept.
-        writer = RunExecution(forked, version, RunState(run_id=fork_id))
+        writer = lwir_walk(forked, version, RunState(run_id=fork_id), sub_runner=forked).run
         await writer.append([started, *_copied(plan)], sync=True)
         writer.writer.discard()
         # A second execution, whose memo table is built from the folded copy: from here
         # on this is a resume in all but the RunResumed event.
-        return await forked._drive(RunExecution(forked, version, writer.state))
+        return await forked._drive(lwir_walk(forked, version, writer.state, sub_runner=forked))

@@ -28,7 +28,7 @@ from little_workflow.harness.models import Message
 from little_workflow.lwir import canonical_definition, parse_workflow
 
 if TYPE_CHECKING:
-    from little_workflow.runtime._runtime import Runtime
+    from little_workflow.runtime._host import RunHost
 
 __all__ = ["PLANNER_PREAMBLE", "parse_json_answer", "planner_graph", "planner_instructions"]
 
@@ -132,7 +132,7 @@ def planner_graph(slot: str, tools: tuple[str, ...], max_turns: int) -> GraphSte
     )
 
 
-def planner_instructions(runtime: Runtime, instructions: str | None) -> str:
+def planner_instructions(runtime: RunHost, instructions: str | None) -> str:
     """The preamble, the tools, registered workflows and slots it may use, then its own."""
     parts = [PLANNER_PREAMBLE]
     tools = list(runtime.toolset.registry)

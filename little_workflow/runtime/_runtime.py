@@ -54,12 +54,12 @@ from little_workflow.runtime._cancel import (
 )
 from little_workflow.runtime._datadir import DataDir
 from little_workflow.runtime._distributed import run_child_on_queue
-from little_workflow.runtime._execution import RunExecution
 from little_workflow.runtime._faults import CrashAfterEvents, FaultPoints
 from little_workflow.runtime._fork import SAME_INPUT, fork_hint, fork_run
 from little_workflow.runtime._functions import FunctionRegistry
 from little_workflow.runtime._gc import FINISHED, GcReport, collect_garbage
 from little_workflow.runtime._liveness import interrupted_runs
+from little_workflow.runtime._lwir_walk import LwirWalk, lwir_walk
 from little_workflow.runtime._outer import (
     OuterLoopManifest,
     OuterLoopOutcome,
@@ -636,7 +636,7 @@ class Runtime:
         validate_id(run_id, what="run id")
         state = await self._fold(run_id)
         version = await self.catalog.load(state.workflow_version_id)
-        execution = RunExecution(self, version, state, replay_only=True)
+        execution = lwir_walk(self, version, state, sub_runner=self, replay_only=True)
         output = await execution.replay()
         visited = execution.visited
         # A composite step (a map) replayed whole was not descended into: its branches
@@ -653,7 +653,7 @@ class Runtime:
             state=state,
             output=state.output if state.status is RunStatus.COMPLETED else output,
             frontier=tuple(execution.frontier),
-            replayed_steps=execution.replayed,
+            replayed_steps=execution.run.replayed,
             unreached=tuple(unreached),
         )
 
@@ -942,18 +942,18 @@ class Runtime:
             reason = "retry" if retry_failed and state.status is RunStatus.FAILED else "resume"
             return await self._continue(state, version, reason=reason)
         self.make_run_dirs(run_id)
-        execution = RunExecution(self, version, RunState(run_id=run_id))
+        execution = lwir_walk(self, version, RunState(run_id=run_id), sub_runner=self)
         started = version.run_started(
             input,
             parent_run_id=parent_run_id,
             parent_step_path=parent_step_path,
             outer_loop=outer_loop,
         )
-        await execution.append([started], sync=False)
+        await execution.run.append([started], sync=False)
         # Committed now (without fsync), not held for the first step's commit: a process
         # killed inside a long first step must leave a run that `resume <id>` finds and
         # the run index shows.
-        await execution.writer.drain()
+        await execution.run.writer.drain()
         return await self._drive(execution)
 
     def make_run_dirs(self, run_id: str) -> None:
@@ -1014,8 +1014,8 @@ class Runtime:
         # started with.
         await self._check_drift(state, version)
         self.check_callables(version)
-        execution = RunExecution(self, version, state, retrying=reason == "retry")
-        await execution.append([RunResumed(reason=reason, pid=os.getpid())], sync=False)
+        execution = lwir_walk(self, version, state, sub_runner=self, retrying=reason == "retry")
+        await execution.run.append([RunResumed(reason=reason, pid=os.getpid())], sync=False)
         return await self._drive(execution)
 
     async def _check_drift(
@@ -1058,7 +1058,7 @@ class Runtime:
                     sub_version = await self.catalog.load(sub_state.workflow_version_id)
                     await self._check_drift(sub_state, sub_version, depth + 1, root)
 
-    async def _drive(self, execution: RunExecution) -> RunResult:
+    async def _drive(self, execution: LwirWalk) -> RunResult:
         with counting() as tally, self.sync_threads.bound():
             output = await execution.execute()
         return RunResult(
@@ -1067,7 +1067,7 @@ class Runtime:
             run_id=execution.run_id,
             status=execution.state.status,
             output=output,
-            executed_steps=execution.executed,
-            replayed_steps=execution.replayed,
+            executed_steps=execution.run.executed,
+            replayed_steps=execution.run.replayed,
             state=execution.state,
         )

@@ -48,7 +48,7 @@ from little_workflow.runtime._state import RunState
 from little_workflow.runtime._tally import current as current_tally
 
 if TYPE_CHECKING:
-    from little_workflow.runtime._runtime import Runtime
+    from little_workflow.runtime._host import RunHost
     from little_workflow.runtime._workflows import WorkflowVersion
     from little_workflow.runtime._writer import RunWriter
 
@@ -190,7 +190,7 @@ class SessionRecorder:
 
 
 def session_manifest(
-    runtime: Runtime, version: WorkflowVersion, step: StepBase, role: str
+    runtime: RunHost, version: WorkflowVersion, step: StepBase, role: str
 ) -> dict[str, JsonValue] | None:
     """The capability manifest of ``step``'s ``role`` session, with the configuration now.
 
