@@ -16,17 +16,74 @@ from little_workflow.artifacts import ArtifactStore
 from little_workflow.codec import JsonValue
 from little_workflow.memory import MemoryStore
 from little_workflow.runtime._datadir import DataDir
-from little_workflow.runtime._faults import CrashAfterEvents
+from little_workflow.runtime._faults import CrashAfterEvents, FaultPoints
 from little_workflow.runtime._functions import FunctionRegistry
 from little_workflow.runtime._workflows import WorkflowCatalog, WorkflowVersion
-from little_workflow.storage import ManagedStorage, PayloadLog
+from little_workflow.storage import BlobStore, ManagedStorage, PayloadLog, Store
 
 if TYPE_CHECKING:
     from little_workflow.harness._harness import Toolset
     from little_workflow.harness._slots import ModelSlot
     from little_workflow.lwir import AgentStep, Workflow
 
-__all__ = ["CoreHost", "RunHost", "SubRunner"]
+__all__ = ["CoreHost", "RunHost", "ServiceHost", "StoreHost", "SubRunner"]
+
+
+class StoreHost(Protocol):
+    """The open store and the data directory: what locks, cancels and services use."""
+
+    @property
+    def store(self) -> Store:
+        """The open store: its event log, KV store, blobs and queue."""
+        ...
+
+    @property
+    def data_dir(self) -> DataDir:
+        """Locks and run scratch."""
+        ...
+
+    @property
+    def events(self) -> PayloadLog:
+        """The run log."""
+        ...
+
+    @property
+    def kv(self) -> ManagedStorage:
+        """The key-value store."""
+        ...
+
+    @property
+    def lock_timeout(self) -> float:
+        """Seconds to wait for a run lock."""
+        ...
+
+
+class ServiceHost(StoreHost, Protocol):
+    """What the services (gc, outer loops, stuck runs) use besides the store."""
+
+    @property
+    def blobs(self) -> BlobStore:
+        """The blob store beside the event log."""
+        ...
+
+    @property
+    def artifacts(self) -> ArtifactStore:
+        """The files the runs produce."""
+        ...
+
+    @property
+    def faults(self) -> FaultPoints:
+        """Fault injection points (crash tests)."""
+        ...
+
+    @property
+    def crash(self) -> CrashAfterEvents | None:
+        """Fault injection: crash after so many events (crash tests)."""
+        ...
+
+    async def open(self) -> object:
+        """Open the store (idempotent)."""
+        ...
 
 
 class CoreHost(Protocol):

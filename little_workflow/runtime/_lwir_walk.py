@@ -23,13 +23,10 @@ import asyncio
 from collections.abc import Awaitable
 from typing import Any
 
-from little_workflow._failures import error_message, error_names
 from little_workflow.codec import JsonValue
 from little_workflow.durable._side_effects import declared_side_effect
 from little_workflow.errors import (
     ConfigError,
-    FunctionNotAllowedError,
-    InvalidStepPathError,
     LwirError,
     RunFailedError,
     TemplateError,
@@ -37,9 +34,6 @@ from little_workflow.errors import (
 from little_workflow.events import (
     Event,
     HarnessSessionCompleted,
-    HarnessToolCallFailed,
-    HarnessToolCallStarted,
-    HarnessToolCallSucceeded,
     RunStarted,
     StepAttemptStarted,
     StepCompleted,
@@ -56,7 +50,6 @@ from little_workflow.lwir import (
     StepPath,
     SubWorkflowStep,
     ToolStep,
-    branch_key,
     effective_next,
     parse_workflow,
     render,
@@ -80,6 +73,12 @@ from little_workflow.runtime._core import (
 )
 from little_workflow.runtime._functions import invoke
 from little_workflow.runtime._host import RunHost, SubRunner
+from little_workflow.runtime._lwir_steps import (
+    ToolCallRecords,
+    branch_keys,
+    chosen_route,
+    config_failure,
+)
 from little_workflow.runtime._state import RunState
 from little_workflow.runtime._workflows import WorkflowVersion
 
@@ -96,7 +95,7 @@ def lwir_walk(
     version: WorkflowVersion,
     state: RunState,
     *,
-    sub_runner: SubRunner,
+    sub_runner: SubRunner | None = None,
     replay_only: bool = False,
     retrying: bool = False,
     stop_at: str | None = None,
@@ -120,11 +119,14 @@ class LwirWalk:
         host: RunHost,
         version: WorkflowVersion,
         *,
-        sub_runner: SubRunner,
+        sub_runner: SubRunner | None = None,
         replay_only: bool = False,
         stop_at: str | None = None,
     ) -> None:
         self.run = run
+        #: The core's state and id (the state is folded in place as events commit).
+        self.state: RunState = run.state
+        self.run_id = run.run_id
         self.host = host
         self.version = version
         self.sub_runner = sub_runner
@@ -137,26 +139,6 @@ class LwirWalk:
         #: Per scope (by ``id`` of its steps): each step's position by id, and the
         #: position of the step each one falls through to (``effective_next``).
         self._indexes: dict[int, tuple[dict[str, int], list[int | None]]] = {}
-
-    @property
-    def state(self) -> RunState:
-        """The run's state, as the core keeps it."""
-        return self.run.state
-
-    @property
-    def run_id(self) -> str:
-        """The run's id."""
-        return self.run.run_id
-
-    @property
-    def replayed_paths(self) -> list[str]:
-        """The recorded steps this pass replayed, in walk order."""
-        return self.run.replayed_paths
-
-    @property
-    def visited(self) -> set[str]:
-        """Every path the walk reached in this pass."""
-        return self.run.visited
 
     async def execute(self) -> JsonValue:
         """Walk the run to its end under the core (``DurableRun.execute``)."""
@@ -312,8 +294,13 @@ class LwirWalk:
             run=self.run,
             host=self.host,
             version=self.version,
-            sub_runner=self.sub_runner,
+            sub_runner=self._sub_runs(),
         )
+
+    def _sub_runs(self) -> SubRunner:
+        if self.sub_runner is None:  # pragma: no cover - a replay starts no sub-run
+            raise ConfigError(f"run {self.run_id!r}: this walk only replays; it runs nothing")
+        return self.sub_runner
 
     def _renderer(self, scope: Scope) -> Render:
         def rendered(value: JsonValue, step: StepBase, path: str, field: str) -> JsonValue:
@@ -365,7 +352,7 @@ class LwirWalk:
                 return decide_with_agent(session, step, site, render)
 
             result, _ = await run.attempts(unit, decide)
-            chosen, decided = self._route(step, path, result)
+            chosen, decided = chosen_route(step, path, result)
             events.append(HarnessSessionCompleted(session_id=path, output=result))
             events.append(run.completed(unit, decided, chosen))
             await run.append(events, sync=True)
@@ -383,7 +370,7 @@ class LwirWalk:
                 )
                 function, takes_ctx = self.host.functions.resolve(step.fn)
             except ConfigError as exc:
-                raise _config_failure(exc, path=path, step_id=step.id) from exc
+                raise config_failure(exc, path=path, step_id=step.id) from exc
             arguments = self._render(dict(step.with_), scope, step, path, "with")
             assert isinstance(arguments, dict)
             outbox = (
@@ -401,7 +388,7 @@ class LwirWalk:
         route: str | None = None
         output = result
         if isinstance(step, DecisionStep):
-            route, output = self._route(step, path, result)
+            route, output = chosen_route(step, path, result)
         events.append(
             StepCompleted(
                 step_path=path,
@@ -417,30 +404,6 @@ class LwirWalk:
         await run.writer.append(events, sync=True)
         return output, route
 
-    def _route(self, step: DecisionStep, path: str, result: JsonValue) -> tuple[str, JsonValue]:
-        """A decision's result: a route name, or ``{"route": name, "output": value}``."""
-        if isinstance(result, dict) and isinstance(result.get("route"), str):
-            route, output = str(result["route"]), result.get("output", result["route"])
-        elif isinstance(result, str):
-            route, output = result, result
-        else:
-            raise StepFailure(
-                "unknown_route",
-                f"decision {path!r} returned {result!r}; return a route name or "
-                '{"route": name, "output": value}',
-                path=path,
-                step_id=step.id,
-            )
-        if route not in step.routes:
-            raise StepFailure(
-                "unknown_route",
-                f"decision {path!r} chose route {route!r}, which is not one of "
-                f"{sorted(step.routes)}",
-                path=path,
-                step_id=step.id,
-            )
-        return route, output
-
     async def _tool(self, step: ToolStep, site: Site, scope: Scope) -> JsonValue:
         path = site.text
         if step.tool not in self.host.toolset.registry:
@@ -454,95 +417,25 @@ class LwirWalk:
         arguments = self._render(dict(step.with_), scope, step, path, "with")
         assert isinstance(arguments, dict)
 
-        def call_id(attempt: int) -> str:
-            return f"attempt[{attempt}]"
-
         outbox = self._outbox(step, site, scope, tool)
         run = self.run
         unit = self._unit(step, site, outbox)
-        # The tool's redaction rule (harness/_redaction.py) applies to what a tool step
-        # stores, as to an agent's call: the tool gets the real arguments, and the steps
-        # after it the real result while the run lives; after a restart they read the
-        # stored, redacted form (docs/harness.md).
-        redactor = None
-        if tool.redaction is not None and not tool.redaction.is_empty:
-            from little_workflow.harness._redaction import Redactor
-
-            redactor = Redactor({step.tool: tool.redaction})
+        records = ToolCallRecords(path, step.tool, tool.redaction)
 
         def call(attempt: int, current: Arguments) -> Awaitable[Any]:
             return tool.invoke(current or {}, ctx=run.context(unit, attempt))
 
-        def started(attempt: int, current: Arguments) -> list[Event]:
-            stored: JsonValue = current
-            if redactor is not None:
-                stored = redactor.arguments(step.tool, current)
-            return [
-                HarnessToolCallStarted(
-                    session_id=path,
-                    call_id=call_id(attempt),
-                    tool_name=step.tool,
-                    arguments=stored if isinstance(stored, dict) else current,
-                )
-            ]
-
-        def failed(attempt: int, exc: BaseException) -> list[Event]:
-            message: JsonValue = error_message(exc)
-            if redactor is not None:
-                message = redactor.scrub(message)
-            return [
-                HarnessToolCallFailed(
-                    session_id=path,
-                    call_id=call_id(attempt),
-                    error_code=error_names(exc)[0],
-                    message=str(message),
-                )
-            ]
-
         result, attempt = await run.attempts(
-            unit, call, arguments=arguments, started=started, failed=failed
+            unit, call, arguments=arguments, started=records.started, failed=records.failed
         )
-        stored = result if redactor is None else redactor.result(step.tool, result)
-        await run.append(
-            [
-                HarnessToolCallSucceeded(session_id=path, call_id=call_id(attempt), result=stored),
-                run.completed(unit, stored),
-            ],
-            sync=True,
-        )
+        succeeded, stored = records.succeeded(attempt, result)
+        await run.append([succeeded, run.completed(unit, stored)], sync=True)
         return result
-
-    def _branch_keys(self, step: MapStep, path: str, items: JsonValue) -> list[str]:
-        if not isinstance(items, list):
-            raise StepFailure(
-                "map_items_invalid",
-                f"map {path!r}: items evaluated to {type(items).__name__}, not a list",
-                path=path,
-                step_id=step.id,
-            )
-        try:
-            keys = [branch_key(item, key=step.key, index=i) for i, item in enumerate(items)]
-        except InvalidStepPathError as exc:
-            raise StepFailure(
-                "map_invalid_key", f"map {path!r}: {exc}", path=path, step_id=step.id
-            ) from exc
-        seen: set[str] = set()
-        for key in keys:
-            if key in seen:
-                raise StepFailure(
-                    "map_duplicate_key",
-                    f"map {path!r}: several items have the key {key!r}; branch keys "
-                    f"(field {step.key!r}) must be unique",
-                    path=path,
-                    step_id=step.id,
-                )
-            seen.add(key)
-        return keys
 
     async def _map(self, step: MapStep, site: Site, scope: Scope) -> JsonValue:
         path = site.text
         items = self._render(step.items, scope, step, path, "items")
-        keys = self._branch_keys(step, path, items)
+        keys = branch_keys(step, path, items)
         assert isinstance(items, list)
         record = self.state.steps.get(path)
         if not self.replay_only and (record is None or record.attempts == 0):
@@ -644,7 +537,7 @@ class LwirWalk:
         except LwirError as exc:
             raise StepFailure("invalid_workflow", str(exc), path=path, step_id=step.id) from exc
         except ConfigError as exc:
-            raise _config_failure(exc, path=path, step_id=step.id) from exc
+            raise config_failure(exc, path=path, step_id=step.id) from exc
         return await self.host.catalog.store(version)
 
     async def _started_version(self, sub_run_id: str | None) -> WorkflowVersion | None:
@@ -679,12 +572,12 @@ class LwirWalk:
                     # pinned before records said so).
                     self.host.check_callables(child, trusted=False)
                 except ConfigError as exc:
-                    raise _config_failure(exc, path=path, step_id=step.id) from exc
+                    raise config_failure(exc, path=path, step_id=step.id) from exc
         arguments = self._render(dict(step.with_), scope, step, path, "with")
         unit = self._unit(step, site)
         sub_run_id = await self.run.start_sub_run(unit, child.name, child.definition_hash)
         try:
-            output = await self.sub_runner.run_child(
+            output = await self._sub_runs().run_child(
                 child,
                 arguments,
                 run_id=sub_run_id,
@@ -701,9 +594,3 @@ class LwirWalk:
             ) from exc
         await self.run.append([self.run.completed(unit, output)], sync=True)
         return output
-
-
-def _config_failure(exc: ConfigError, *, path: str, step_id: str) -> StepFailure:
-    """A step that cannot run as configured: ``function_not_allowed`` keeps its own code."""
-    cause = exc.code if isinstance(exc, FunctionNotAllowedError) else "runtime_config_error"
-    return StepFailure(cause, str(exc), path=path, step_id=step_id)
