@@ -30,7 +30,7 @@ import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, NoReturn, Protocol
+from typing import Any, NamedTuple, NoReturn, Protocol
 
 from little_workflow._failures import error_message, error_names, is_interruption
 from little_workflow.codec import JsonValue, check_json_value, dumps, to_json_value
@@ -124,9 +124,12 @@ class GiveUpHandler(Protocol):
         ...
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class StepUnit:
-    """A unit of a run: what the core needs to run it durably, and nothing of LWIR."""
+class StepUnit(NamedTuple):
+    """A unit of a run: what the core needs to run it durably, and nothing of LWIR.
+
+    An immutable value like a frozen dataclass, but built in a third of the time: one
+    is built for every step a run executes.
+    """
 
     site: Site
     kind: str

@@ -144,11 +144,12 @@ class LwirWalk:
         """Walk the run to its end under the core (``DurableRun.execute``)."""
         return await self.run.execute(self.walk)
 
-    async def walk(self) -> JsonValue:
-        """Walk the workflow from its first step; the run's output."""
+    def walk(self) -> Awaitable[JsonValue]:
+        """The walk of the workflow from its first step (awaited: the run's output)."""
+        # The scope's coroutine itself, not one awaiting it: every step's every wait
+        # passes through each coroutine on the way, so the chain is kept short.
         scope: Scope = {"input": self.state.input, "steps": {}, "run": {"id": self.run_id}}
-        output: JsonValue = await self._scope(self.version.workflow.steps, None, scope)
-        return output
+        return self._scope(self.version.workflow.steps, None, scope)
 
     async def replay(self) -> JsonValue:
         """Walk the run without executing anything; stop at the first uncompleted steps."""
@@ -276,17 +277,16 @@ class LwirWalk:
 
     def _unit(self, step: Step, site: Site, outbox: Outbox | None = None) -> StepUnit:
         """The core's description of ``step`` at ``site``."""
-        retry = getattr(step, "retry", None)
+        # Only a step with a fixer consults one: the lookup of its earlier decisions
+        # walks every session of the run, so a plain step skips it.
         fixer = getattr(step, "fixer", None)
         return StepUnit(
-            site=site,
-            kind=step.kind,
-            step_id=step.id,
-            retry=_NO_RETRY if retry is None else retry,
-            outbox=outbox,
-            # Only a step with a fixer consults one: the lookup of its earlier decisions
-            # walks every session of the run, so a plain step skips it.
-            on_give_up=None if fixer is None else Fixer(self._session_run(), step, fixer),
+            site,
+            step.kind,
+            step.id,
+            getattr(step, "retry", _NO_RETRY),
+            outbox,
+            None if fixer is None else Fixer(self._session_run(), step, fixer),
         )
 
     def _session_run(self) -> SessionRun:
