@@ -58,6 +58,10 @@ class ClaimHost(Protocol):
         """Drive a claimed run under its lease."""
         ...
 
+    def check_callables(self, version: WorkflowVersion, *, trusted: bool | None = None) -> None:
+        """Fail if ``version`` names a function or tool this runtime lacks."""
+        ...
+
     async def run_child(
         self,
         version: WorkflowVersion,
@@ -136,6 +140,9 @@ class QueueSubRunner:
         retry_failed: bool = False,
     ) -> JsonValue:
         """Queue the sub-run and wait for its output (inline for a retry)."""
+        # As inline: a sub-workflow naming what this runtime lacks fails here, in the
+        # parent, before anything is queued.
+        self.runtime.check_callables(version)
         if retry_failed:
             return await self.runtime.run_child(
                 version,

@@ -389,6 +389,10 @@ class Runtime(RunResources):
         validate_id(run_id, what="run id")
         return await read_state(self.events, run_id)
 
+    def make_run_dirs(self, run_id: str) -> None:
+        """Create ``runs/<runId>/harness/`` (0700) for a new run."""
+        make_run_dirs(self.data_dir, run_id)
+
     @staticmethod
     def result_of(state: RunState) -> RunResult:
         """The result of a finished run; ``RunFailedError`` if it failed or was cancelled."""
