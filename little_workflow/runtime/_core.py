@@ -1,7 +1,7 @@
 """``DurableRun``: the durable core of one run, whatever front end decides its steps.
 
 A front end (the LWIR walk, ``_lwir_walk``; a code-first workflow) decides which step
-comes next; the core makes each one durable. A step is a **unit**: a small frozen
+comes next; the core makes each one durable. A step is a **unit**: a small immutable
 ``StepUnit`` (where it runs, its kind, step id, identity, retry policy, optional
 side-effect outbox and ``on_give_up`` handler) and an async ``call(attempt, arguments)``.
 The core owns the run's state and writer, the memo of completed paths, the visit check,
@@ -18,10 +18,12 @@ Events per unit, and why they are written as they are:
   durability unit. A crash before it runs the unit again; after it, never.
 * ``StepAttemptFailed`` / ``StepFailed`` + ``RunFailed``: failures, with stable causes.
 
-Memoization by path is this one mechanism for Layer A: ``replayed`` answers a path the
-log completed, ``commit`` records a new one. (``run_unit`` in ``durable`` is the same
-idea for Layer C sessions and the ledger; a step's attempts, outbox and fixer do not fit
-its recorder interface without extra work per step, see docs/runtime.md.)
+Memoization by path is this one code path for Layer A: ``recorded`` answers a path the
+log completed, ``remember`` records a new one once its ``StepCompleted`` is committed.
+Layer C sessions and the ledger use ``durable.run_unit`` over the same ``MemoTable``;
+Layer A through ``run_unit`` (a ``Recorder`` over this memo, a ``Unit`` and its
+``replace`` per step) measured 739,905 instructions per step against 685,247 this way
+(``bench.instructions --step async``): 8% more, over the 5% a step may cost.
 """
 
 from __future__ import annotations
