@@ -166,3 +166,43 @@ def test_the_durable_harness_names_of_the_seed_come_from_the_root() -> None:
         assert getattr(little_workflow, name) is getattr(durable, name), name
     for name in ("HarnessEnvironment", "HarnessStorage", "RestoreContextOptions"):
         assert getattr(little_workflow, name) is getattr(harness, name), name
+
+
+def test_runtime_public_names_are_pinned() -> None:
+    from little_workflow import runtime
+
+    assert runtime.__all__ == sorted(runtime.__all__, key=_isort_style)
+    assert set(runtime.__all__) == {
+        "CRASH_ENV",
+        "CRASH_EXIT_CODE",
+        "FAULT_ENV",
+        "CancelOutcome",
+        "Continue",
+        "Cycle",
+        "CycleRecord",
+        "DataDir",
+        "Done",
+        "GcReport",
+        "Happened",
+        "KeptRun",
+        "OuterLoopManifest",
+        "OuterLoopOutcome",
+        "ReplayResult",
+        "RunResult",
+        "RunState",
+        "Runtime",
+        "RuntimeSetup",
+        "SideEffect",
+        "Site",
+        "StepContext",
+        "StepRecord",
+        "Worker",
+        "WorkerReport",
+        "WorkflowVersion",
+        "apply",
+        "fold",
+        "load_setup",
+        "side_effect",
+    }
+    for name in runtime.__all__:
+        assert hasattr(runtime, name), name

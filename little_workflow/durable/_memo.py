@@ -22,7 +22,7 @@ the same failure rather than being called again.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Literal
 
@@ -102,23 +102,3 @@ class MemoTable:
         for key in doomed:
             del self._entries[key]
         return len(doomed)
-
-    async def run(
-        self,
-        path: str,
-        identity: str,
-        compute: Callable[[], Awaitable[JsonValue]],
-        commit: Callable[[JsonValue], Awaitable[None]],
-    ) -> tuple[JsonValue, bool]:
-        """Replay ``path`` if recorded, else compute, commit, record.
-
-        Returns ``(value, replayed)``. ``commit`` must make the value durable before it
-        returns: nothing downstream sees a value that a crash could take back.
-        """
-        hit = self.lookup(path, identity)
-        if hit is not None and hit.ok:
-            return hit.value, True
-        value = await compute()
-        await commit(value)
-        self.record(path, identity, value)
-        return value, False

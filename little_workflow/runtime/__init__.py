@@ -7,6 +7,7 @@ run's events into its ``RunState`` (the one reading of a log that the CLI and UI
 from __future__ import annotations
 
 from little_workflow.durable._side_effects import Happened, SideEffect, side_effect
+from little_workflow.runtime._core import Site
 from little_workflow.runtime._datadir import DataDir
 from little_workflow.runtime._faults import CRASH_ENV, CRASH_EXIT_CODE, FAULT_ENV
 from little_workflow.runtime._functions import StepContext
@@ -46,6 +47,7 @@ __all__ = [
     "Runtime",
     "RuntimeSetup",
     "SideEffect",
+    "Site",
     "StepContext",
     "StepRecord",
     "Worker",

@@ -19,7 +19,8 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from little_workflow.artifacts import StepArtifacts
@@ -28,13 +29,15 @@ from little_workflow.errors import ConfigError, InvalidValueError, StorageError,
 from little_workflow.events import HarnessSessionCompleted, HarnessSessionStarted
 from little_workflow.harness._manifest import drift_error, manifest_hash
 from little_workflow.ids import new_id
-from little_workflow.lwir import AgentStep, DecisionStep, StepBase
+from little_workflow.lwir import AgentStep, DecisionStep, FixerPolicy, StepBase
+from little_workflow.runtime._core import Arguments, DurableRun, Site, StepUnit
+from little_workflow.runtime._host import RunHost, SubRunner
 from little_workflow.runtime._sessions import SessionRecorder, session_manifest
 from little_workflow.runtime._state import RunState
 from little_workflow.runtime._workflows import WorkflowVersion
 
 # The harness (agent graphs, tools, model messages, with their pydantic models) and
-# ``_planner`` are imported inside the functions that run a session: ``_execution``
+# ``_planner`` are imported inside the functions that run a session: ``_lwir_walk``
 # imports this module, and a run without agent steps (most resumes) should not pay
 # ~25 ms of imports for them.
 if TYPE_CHECKING:
@@ -42,10 +45,12 @@ if TYPE_CHECKING:
 
     from little_workflow.harness._graph import GraphStep
     from little_workflow.harness._harness import Toolset
-    from little_workflow.runtime._execution import RunExecution, Scope, _Site
 
 __all__ = [
     "START_WORKFLOW",
+    "Fixer",
+    "Render",
+    "SessionRun",
     "decide_with_agent",
     "fixer_decisions",
     "run_agent_step",
@@ -60,12 +65,61 @@ START_WORKFLOW = "start_workflow"
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 _FIX_SUFFIX = re.compile(r"#fix\[[0-9]+\]\Z")
 
+#: Renders a template of a step: ``(value, step, path, field)`` -> the value, or a step
+#: failure (``template_error``). The front end's, with its scope.
+Render = Callable[[JsonValue, StepBase, str, str], JsonValue]
 
-def scratch_dir(execution: RunExecution, session_id: str) -> Path:
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SessionRun:
+    """What a session of a run needs: the core, the resources, the version, the sub-runner."""
+
+    run: DurableRun
+    host: RunHost
+    version: WorkflowVersion
+    sub_runner: SubRunner
+
+
+class Fixer:
+    """A step's fixer as the core's ``on_give_up`` handler (``GiveUpHandler``)."""
+
+    def __init__(self, session: SessionRun, step: StepBase, spec: FixerPolicy) -> None:
+        self.session = session
+        self.step = step
+        self.spec = spec
+
+    def corrected(self, state: RunState, site: Site, arguments: Arguments) -> Arguments:
+        """The last recorded decision's corrected arguments, if it asked for a retry."""
+        fixes = fixer_decisions(state, site.text)
+        if fixes and fixes[-1].get("action") == "retry":
+            corrected = fixes[-1].get("with")
+            return dict(corrected) if isinstance(corrected, dict) else arguments
+        return arguments
+
+    def may_consult(self, state: RunState, site: Site) -> bool:
+        """Whether the fixer has consultations left (``maxFixes``)."""
+        return len(fixer_decisions(state, site.text)) < self.spec.max_fixes
+
+    async def consult(
+        self, site: Site, arguments: Arguments, error_code: str, message: str
+    ) -> bool:
+        """Run the fixer session; whether it asked for one more attempt."""
+        decision = await run_fixer(
+            self.session,
+            self.step,
+            site,
+            arguments=arguments,
+            error_code=error_code,
+            message=message,
+        )
+        return decision.get("action") == "retry"
+
+
+def scratch_dir(host: RunHost, run_id: str, session_id: str) -> Path:
     """``runs/<runId>/harness/<session>``: the session's working directory, created 0700."""
     digest = hashlib.sha256(session_id.encode()).hexdigest()[:8]
     name = f"{_UNSAFE.sub('_', session_id)[:80]}-{digest}"
-    folder = execution.runtime.data_dir.harness_dir(execution.run_id) / name
+    folder = host.data_dir.harness_dir(run_id) / name
     try:
         folder.mkdir(mode=0o700, parents=True, exist_ok=True)
     except OSError as exc:
@@ -74,7 +128,7 @@ def scratch_dir(execution: RunExecution, session_id: str) -> Path:
 
 
 async def run_session(
-    execution: RunExecution,
+    session: SessionRun,
     *,
     session_id: str,
     step: StepBase,
@@ -91,8 +145,9 @@ async def run_session(
     """
     from little_workflow.harness._harness import AgentHarness
 
-    runtime = execution.runtime
-    manifest = session_manifest(runtime, execution.version, step, role)
+    runtime = session.host
+    execution = session.run
+    manifest = session_manifest(runtime, session.version, step, role)
     if manifest is None:
         raise ConfigError(f"step {step.id!r} has no {role} session")
     digest = manifest_hash(manifest)
@@ -119,7 +174,7 @@ async def run_session(
     ctx = harness.create_context(
         id=f"{execution.run_id}/{session_id}",
         instructions=instructions,
-        cwd=str(scratch_dir(execution, session_id)),
+        cwd=str(scratch_dir(runtime, execution.run_id, session_id)),
     )
     ctx.artifacts = StepArtifacts(runtime.artifacts, execution.run_id, session_id)
     ctx.memory = runtime.memory.bound(execution.run_id, session_id)
@@ -139,14 +194,14 @@ def _text(value: JsonValue) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
-def _orchestrator_toolset(execution: RunExecution, step: AgentStep, path: str) -> Toolset:
+def _orchestrator_toolset(session: SessionRun, step: AgentStep, path: str) -> Toolset:
     """The runtime's tools plus ``start_workflow`` over the step's pinned workflows."""
     from little_workflow.harness._harness import ToolHook, Toolset
     from little_workflow.harness._tools import tool
 
     available: dict[str, WorkflowVersion] = {}
     for reference in step.workflows:
-        child = execution.version.child(reference)
+        child = session.version.child(reference)
         if available.setdefault(child.name, child) is not child:
             raise ConfigError(
                 f"orchestrator {path!r}: two of its workflows are named {child.name!r}"
@@ -189,23 +244,23 @@ def _orchestrator_toolset(execution: RunExecution, step: AgentStep, path: str) -
         if workflow_input is not None and not isinstance(workflow_input, dict):
             raise ToolArgumentsError("argument 'input' must be an object")
         assert isinstance(sub_run_id, str)
-        return await execution.runtime.run_child(
+        return await session.sub_runner.run_child(
             available[name],
             workflow_input,
             run_id=sub_run_id,
-            parent_run_id=execution.run_id,
+            parent_run_id=session.run.run_id,
             parent_step_path=path,
-            retry_failed=execution.retrying,
+            retry_failed=session.run.retrying,
         )
 
     return Toolset(
-        [*execution.runtime.toolset.registry, start],
+        [*session.host.toolset.registry, start],
         hooks={START_WORKFLOW: ToolHook(prepare=prepare, run=run)},
     )
 
 
 async def run_agent_step(
-    execution: RunExecution, step: AgentStep, site: _Site, scope: Scope
+    session: SessionRun, step: AgentStep, unit: StepUnit, render: Render
 ) -> JsonValue:
     """Run (or resume) the step's session; commit its output with the step's completion."""
     from little_workflow.harness._agent import agent
@@ -215,25 +270,23 @@ async def run_agent_step(
         planner_instructions,
     )
 
-    path = site.text
-    prompt = execution._render(step.prompt, scope, step, path, "prompt")
+    path = unit.site.text
+    prompt = render(step.prompt, step, path, "prompt")
     instructions: str | None = None
     if step.instructions is not None:
-        instructions = _text(
-            execution._render(step.instructions, scope, step, path, "instructions")
-        )
+        instructions = _text(render(step.instructions, step, path, "instructions"))
     toolset: Toolset | None = None
     graph: GraphStep = agent(slot=step.slot, tools=step.tools, max_turns=step.max_turns)
     if step.role == "orchestrator":
-        toolset = _orchestrator_toolset(execution, step, path)
+        toolset = _orchestrator_toolset(session, step, path)
         graph = agent(slot=step.slot, tools=(*step.tools, START_WORKFLOW), max_turns=step.max_turns)
     elif step.role == "planner":
-        instructions = planner_instructions(execution.runtime, instructions)
+        instructions = planner_instructions(session.host, instructions)
         graph = planner_graph(step.slot, step.tools, step.max_turns)
 
     async def call(_attempt: int, _arguments: object) -> JsonValue:
         answer = await run_session(
-            execution,
+            session,
             session_id=path,
             step=step,
             role=step.role,
@@ -246,11 +299,12 @@ async def run_agent_step(
             return parse_json_answer(answer, f"agent {path!r}")
         return answer
 
-    result, _ = await execution._attempts(step, site, call)
-    await execution.append(
+    run = session.run
+    result, _ = await run.attempts(unit, call)
+    await run.append(
         [
             HarnessSessionCompleted(session_id=path, output=result),
-            execution._completed(step, site, result),
+            run.completed(unit, result),
         ],
         sync=True,
     )
@@ -264,7 +318,7 @@ or with {{"route": "<route name>", "output": <anything worth passing on>}}."""
 
 
 async def decide_with_agent(
-    execution: RunExecution, step: DecisionStep, site: _Site, scope: Scope
+    session: SessionRun, step: DecisionStep, site: Site, render: Render
 ) -> JsonValue:
     """One attempt of an agent decision: its answer (a route name, or route + output).
 
@@ -276,14 +330,14 @@ async def decide_with_agent(
     decider = step.agent
     assert decider is not None
     path = site.text
-    prompt = execution._render(decider.prompt, scope, step, path, "agent.prompt")
+    prompt = render(decider.prompt, step, path, "agent.prompt")
     routes = "\n".join(f"- {name}" for name in step.routes)
     instructions = DECIDER_PREAMBLE.format(routes=routes)
     if decider.instructions is not None:
-        own = execution._render(decider.instructions, scope, step, path, "agent.instructions")
+        own = render(decider.instructions, step, path, "agent.instructions")
         instructions = f"{_text(own)}\n\n{instructions}"
     answer = await run_session(
-        execution,
+        session,
         session_id=path,
         step=step,
         role="decider",
@@ -337,9 +391,9 @@ def _decision(answer: Any) -> dict[str, JsonValue]:
 
 
 async def run_fixer(
-    execution: RunExecution,
+    session: SessionRun,
     step: StepBase,
-    site: _Site,
+    site: Site,
     *,
     arguments: Mapping[str, JsonValue] | None,
     error_code: str,
@@ -355,7 +409,7 @@ async def run_fixer(
     fixer = getattr(step, "fixer", None)
     assert fixer is not None
     path = site.text
-    session_id = f"{path}#fix[{len(fixer_decisions(execution.state, path))}]"
+    session_id = f"{path}#fix[{len(fixer_decisions(session.run.state, path))}]"
     instructions = FIXER_PREAMBLE + (f"\n\n{fixer.instructions}" if fixer.instructions else "")
     prompt: JsonValue = {
         # The step as its document writes it: ``kind`` is a default, so dumped explicitly.
@@ -367,7 +421,7 @@ async def run_fixer(
         "error": {"code": error_code, "message": message},
     }
     answer = await run_session(
-        execution,
+        session,
         session_id=session_id,
         step=step,
         role="fixer",
@@ -376,7 +430,7 @@ async def run_fixer(
         graph=agent(slot=fixer.slot, tools=(), max_turns=1),
     )
     decision = _decision(answer)
-    await execution.append(
+    await session.run.append(
         [HarnessSessionCompleted(session_id=session_id, output=decision)], sync=True
     )
     return decision

@@ -24,27 +24,147 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from little_workflow.codec import JsonValue
 from little_workflow.errors import ConflictError, RunFailedError
-from little_workflow.runtime._worker import Worker
-from little_workflow.storage import RunQueue, fenced
+from little_workflow.runtime._launch import result_of
+from little_workflow.runtime._state import read_state
+from little_workflow.storage import Claim, Fence, RunQueue, fenced
 
 if TYPE_CHECKING:
-    from little_workflow.runtime._runtime import Runtime
+    from little_workflow.runtime._host import SubRunner
+    from little_workflow.runtime._launch import RunResult
     from little_workflow.runtime._workflows import WorkflowVersion
+    from little_workflow.storage import PayloadLog
 
-__all__ = ["run_child_on_queue"]
+__all__ = ["ClaimHost", "QueueSubRunner", "WorkerHost", "run_child_on_queue"]
 
 #: Seconds between looks at a queued sub-run's log.
 POLL_INTERVAL = 0.05
 
 
+class ClaimHost(Protocol):
+    """What queueing a sub-run uses of the runtime (a ``Runtime``)."""
+
+    @property
+    def events(self) -> PayloadLog:
+        """The run log."""
+        ...
+
+    async def execute_claim(
+        self, claim: Claim, *, sub_runner: SubRunner | None = None
+    ) -> RunResult:
+        """Drive a claimed run under its lease."""
+        ...
+
+    def check_callables(self, version: WorkflowVersion, *, trusted: bool | None = None) -> None:
+        """Fail if ``version`` names a function or tool this runtime lacks."""
+        ...
+
+    async def run_child(
+        self,
+        version: WorkflowVersion,
+        input: JsonValue,
+        *,
+        run_id: str,
+        parent_run_id: str,
+        parent_step_path: str,
+        retry_failed: bool = False,
+        sub_runner: SubRunner | None = None,
+    ) -> JsonValue:
+        """Start or continue a sub-run in this process."""
+        ...
+
+
+class WorkerHost(ClaimHost, Protocol):
+    """What a ``Worker`` uses of its runtime (a ``Runtime``)."""
+
+    @property
+    def queue(self) -> RunQueue:
+        """The store's run queue."""
+        ...
+
+    async def open(self) -> object:
+        """Open the store (idempotent)."""
+        ...
+
+
+class Leases(Protocol):
+    """The worker whose run queues the sub-run: its id, lease and renewals."""
+
+    @property
+    def worker_id(self) -> str:
+        """Who claims."""
+        ...
+
+    @property
+    def poll_interval(self) -> float:
+        """Seconds an idle worker waits between claims."""
+        ...
+
+    @property
+    def lease_seconds(self) -> float:
+        """How long a claim's lease lasts unless renewed."""
+        ...
+
+    def hold(self, fence: Fence) -> None:
+        """Keep renewing ``fence``."""
+        ...
+
+    def drop(self, fence: Fence) -> None:
+        """Stop renewing ``fence``."""
+        ...
+
+
+class QueueSubRunner:
+    """The sub-runner of a worker's runs: each sub-run is queued for any worker.
+
+    Built by ``Worker`` and passed to ``Runtime.execute_claim``. A retry of a failed
+    run runs its sub-runs here instead, their own sub-runs still queued.
+    """
+
+    def __init__(self, runtime: ClaimHost, worker: Leases, queue: RunQueue) -> None:
+        self.runtime = runtime
+        self.worker = worker
+        self.queue = queue
+
+    async def run_child(
+        self,
+        version: WorkflowVersion,
+        input: JsonValue,
+        *,
+        run_id: str,
+        parent_run_id: str,
+        parent_step_path: str,
+        retry_failed: bool = False,
+    ) -> JsonValue:
+        """Queue the sub-run and wait for its output (inline for a retry)."""
+        # As inline: a sub-workflow naming what this runtime lacks fails here, in the
+        # parent, before anything is queued.
+        self.runtime.check_callables(version)
+        if retry_failed:
+            return await self.runtime.run_child(
+                version,
+                input,
+                run_id=run_id,
+                parent_run_id=parent_run_id,
+                parent_step_path=parent_step_path,
+                retry_failed=True,
+                sub_runner=self,
+            )
+        return await run_child_on_queue(
+            self,
+            version,
+            input,
+            run_id=run_id,
+            parent_run_id=parent_run_id,
+            parent_step_path=parent_step_path,
+        )
+
+
 async def run_child_on_queue(
-    runtime: Runtime,
-    worker: Worker,
-    queue: RunQueue,
+    runner: QueueSubRunner,
     version: WorkflowVersion,
     input: JsonValue,
     *,
@@ -53,6 +173,7 @@ async def run_child_on_queue(
     parent_step_path: str,
 ) -> JsonValue:
     """Queue the sub-run ``run_id`` (if not yet), wait for its end; its output."""
+    runtime, worker, queue = runner.runtime, runner.worker, runner.queue
     if not await runtime.events.read(run_id, limit=1):
         # A previous holder of the parent may have committed it first: the same run.
         with contextlib.suppress(ConflictError):
@@ -66,9 +187,9 @@ async def run_child_on_queue(
     # still unclaimed after that is driven here (no free worker, or none but this one).
     drive_after = loop.time() + 2 * worker.poll_interval
     while True:
-        state = await runtime.get_state(run_id)
+        state = await read_state(runtime.events, run_id)
         if state.finished:
-            return runtime.result_of(state).output
+            return result_of(state).output
         claim = None
         if loop.time() >= drive_after:
             claim = await queue.claim_run(
@@ -78,7 +199,7 @@ async def run_child_on_queue(
             worker.hold(claim.fence)
             try:
                 with fenced(claim.fence):
-                    result = await runtime.execute_claim(claim)
+                    result = await runtime.execute_claim(claim, sub_runner=runner)
             except RunFailedError as exc:
                 outcome = "cancelled" if exc.cause_code == "cancelled" else "failed"
                 await queue.finish(claim.fence, outcome)

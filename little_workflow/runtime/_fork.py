@@ -2,7 +2,7 @@
 
 ``Runtime.fork(run_id, at=path, ...)`` replays the source run's log with execution
 switched off until the walk reaches ``at`` (the walk is deterministic: see
-``_execution``). The recorded steps it replayed on the way are *kept*: their events are
+``_lwir_walk``). The recorded steps it replayed on the way are *kept*: their events are
 copied into the new run's log, right after its ``RunStarted`` (which records
 ``forkedFrom``), in one durable commit. The new run then goes on like a resumed run: its
 memo table replays every kept step, so nothing before ``at`` calls a function, a model or
@@ -24,12 +24,11 @@ Rejected designs:
 
 from __future__ import annotations
 
-import copy
 import difflib
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final, NoReturn, cast
+from typing import TYPE_CHECKING, Final, NoReturn, Protocol, cast
 
 from pydantic import ValidationError
 
@@ -53,7 +52,12 @@ from little_workflow.lwir import (
     parse_step_path,
     parse_workflow,
 )
-from little_workflow.runtime._execution import RunExecution
+from little_workflow.runtime._host import RunHost, StoreHost, SubRunner
+from little_workflow.runtime._launch import Launcher, RunResult, make_run_dirs
+from little_workflow.runtime._lwir_program import LwirProgram, fork_hint, load_model
+from little_workflow.runtime._lwir_walk import lwir_walk
+from little_workflow.runtime._run_lock import locked
+from little_workflow.runtime._sessions import step_at
 from little_workflow.runtime._state import RunState, fold
 from little_workflow.runtime._workflows import WorkflowVersion, edited_version
 
@@ -61,9 +65,24 @@ if TYPE_CHECKING:
     import os
 
     from little_workflow.harness._slots import ModelSlot
-    from little_workflow.runtime._runtime import RunResult, Runtime
 
-__all__ = ["SAME_INPUT", "ForkPlan", "fork_hint", "fork_run", "plan_fork"]
+__all__ = ["SAME_INPUT", "ForkHost", "ForkPlan", "fork_hint", "fork_run", "plan_fork"]
+
+
+class ForkHost(RunHost, StoreHost, SubRunner, Protocol):
+    """What a fork uses of the runtime it is made with (a ``Runtime``)."""
+
+    async def open(self) -> object:
+        """Open the store (idempotent)."""
+        ...
+
+    def launcher(self, sub_runner: SubRunner | None = None) -> Launcher:
+        """The launcher of this host's runs."""
+        ...
+
+    def with_model_slots(self, model_slots: Mapping[str, ModelSlot] | None) -> ForkHost:
+        """A view of this host with ``model_slots`` on top (for one fork)."""
+        ...
 
 
 class _Same(enum.Enum):
@@ -162,7 +181,7 @@ def _check_shape(state: RunState, version: WorkflowVersion, at: str) -> str:
     return str(parsed)
 
 
-async def plan_fork(runtime: Runtime, source_run_id: str, at: str) -> ForkPlan:
+async def plan_fork(runtime: RunHost, source_run_id: str, at: str) -> ForkPlan:
     """What a fork of ``source_run_id`` at ``at`` keeps, or ``InvalidForkPointError``."""
     records = tuple(await runtime.events.read(source_run_id))
     if not records:
@@ -172,7 +191,7 @@ async def plan_fork(runtime: Runtime, source_run_id: str, at: str) -> ForkPlan:
     state = fold(source_run_id, records)
     version = await runtime.catalog.load(state.workflow_version_id)
     at = _check_shape(state, version, at)
-    walk = RunExecution(runtime, version, state, replay_only=True, stop_at=at)
+    walk = lwir_walk(runtime, version, state, replay_only=True, stop_at=at)
     await walk.replay()
     if walk.stopped is None:
         if walk.frontier:
@@ -181,7 +200,7 @@ async def plan_fork(runtime: Runtime, source_run_id: str, at: str) -> ForkPlan:
         else:
             why = "its walk never went there (its routes or map items led elsewhere)"
             fork_at = None
-        reached = ", ".join(walk.replayed_paths[:_LISTED]) or "none"
+        reached = ", ".join(walk.run.replayed_paths[:_LISTED]) or "none"
         raise InvalidForkPointError(
             f"cannot fork run {shown(state.run_id)} at {shown(at)}: {why}; the steps it completed: "
             f"{reached}" + (f"; fork at {fork_at!r} instead" if fork_at else ""),
@@ -201,25 +220,8 @@ async def plan_fork(runtime: Runtime, source_run_id: str, at: str) -> ForkPlan:
             fork_at=first,
         )
     return ForkPlan(
-        state=state, version=version, records=records, at=at, kept=tuple(walk.replayed_paths)
+        state=state, version=version, records=records, at=at, kept=tuple(walk.run.replayed_paths)
     )
-
-
-async def fork_hint(
-    runtime: Runtime, state: RunState, version: WorkflowVersion
-) -> tuple[str, str] | None:
-    """``(run id, path)``: where forking ``state`` keeps all its replayable work.
-
-    The first step its walk cannot replay (the frontier a resume would continue from), so
-    a fork there keeps every completed step before it. ``None`` if the log cannot be
-    walked (the error that says so comes from the resume itself).
-    """
-    walk = RunExecution(runtime, version, state, replay_only=True)
-    try:
-        await walk.replay()
-    except LittleWorkflowError:
-        return None
-    return (state.run_id, walk.frontier[0]) if walk.frontier else None
 
 
 # --- what changes -----------------------------------------------------------------------
@@ -281,23 +283,8 @@ def _edit(
     return parse_workflow(document, source=f"workflow {workflow.name!r} with the fork's changes")
 
 
-def _with_slots(runtime: Runtime, model_slots: Mapping[str, ModelSlot] | None) -> Runtime:
-    """A view of ``runtime`` (same store, same everything) with ``model_slots`` on top.
-
-    A shallow copy: the fork must not change the slots of the runtime it was called on,
-    which may be driving other runs in this process. The view is never opened or closed.
-    """
-    if not model_slots:
-        return runtime
-    view = copy.copy(runtime)
-    view.model_slots = {**runtime.model_slots, **model_slots}
-    return view
-
-
 def _first_changed(plan: ForkPlan, version: WorkflowVersion) -> str | None:
     """The first kept step the new version does not define as the source did."""
-    from little_workflow.runtime._sessions import step_at
-
     for path in plan.kept:
         record = plan.state.steps[path]
         old_step = step_at(plan.version.workflow, path)
@@ -338,7 +325,7 @@ def _copied(plan: ForkPlan) -> list[Event]:
 
 
 async def fork_run(
-    runtime: Runtime,
+    runtime: ForkHost,
     source_run_id: str,
     *,
     at: str,
@@ -368,11 +355,11 @@ async def fork_run(
     else:
         dumps(input, where="fork input")  # plain JSON, or InvalidValueError
         run_input = cast(JsonValue, input)
-    forked = _with_slots(runtime, model_slots)
+    forked = runtime.with_model_slots(model_slots)
     if workflow is None:
         base, source_file = plan.version.workflow, None
     else:
-        base, source_file = runtime._load(workflow)
+        base, source_file = load_model(workflow)
     edited = _edit(base, prompts or {}, policy or {}) if prompts or policy else base
     if workflow is None:
         version = plan.version if edited is base else edited_version(plan.version, edited)
@@ -391,7 +378,8 @@ async def fork_run(
             fork_at=changed,
         )
     origin = ForkOrigin(run_id=source.run_id, at=plan.at)
-    async with runtime._locked(fork_id):
+    program = LwirProgram(forked, version, forked)
+    async with locked(runtime, fork_id):
         existing = await runtime.events.read(fork_id)
         if existing:
             state = fold(fork_id, existing)
@@ -406,9 +394,9 @@ async def fork_run(
                     code="run_id_conflict",
                 )
             # The same fork again (a command re-run after a kill): continue it.
-            return await forked._continue(state, version, reason="resume")
+            return await forked.launcher().continue_run(state, program, reason="resume")
         version = await runtime.catalog.store(version)
-        runtime.make_run_dirs(fork_id)
+        make_run_dirs(runtime.data_dir, fork_id)
         started = RunStarted(
             workflow_name=version.name,
             definition_hash=version.definition_hash,
@@ -418,9 +406,11 @@ async def fork_run(
         )
         # One durable commit: a kill leaves either no fork or a fork with all its kept
         # steps, never one that would run again a step it should have kept.
-        writer = RunExecution(forked, version, RunState(run_id=fork_id))
+        program = LwirProgram(forked, version, forked)
+        writer = program.front_end(RunState(run_id=fork_id), retrying=False).run
         await writer.append([started, *_copied(plan)], sync=True)
         writer.writer.discard()
         # A second execution, whose memo table is built from the folded copy: from here
         # on this is a resume in all but the RunResumed event.
-        return await forked._drive(RunExecution(forked, version, writer.state))
+        front = program.front_end(writer.state, retrying=False)
+        return await forked.launcher().drive(front)

@@ -69,7 +69,7 @@ from little_workflow.runtime._run_lock import RunLock
 from little_workflow.storage import PayloadRef, RunInfo, payload_refs, referenced_digests
 
 if TYPE_CHECKING:
-    from little_workflow.runtime._runtime import Runtime
+    from little_workflow.runtime._host import ServiceHost
 
 __all__ = ["FINISHED", "GcReport", "KeptRun", "collect_garbage"]
 
@@ -191,7 +191,7 @@ def _limits(
 
 
 async def collect_garbage(
-    runtime: Runtime,
+    runtime: ServiceHost,
     *,
     older_than: timedelta | None,
     status: Iterable[RunStatus],
@@ -254,7 +254,7 @@ def _select(
 class _Collection:
     """One collection's state and counts."""
 
-    def __init__(self, runtime: Runtime, grace: float, dry_run: bool) -> None:
+    def __init__(self, runtime: ServiceHost, grace: float, dry_run: bool) -> None:
         self.runtime = runtime
         self.grace = grace
         self.dry_run = dry_run
@@ -540,7 +540,7 @@ class _Collection:
         self.objects, self.object_bytes = len(objects), sum(size for _, size in objects)
 
 
-async def _stored_events(runtime: Runtime, run_id: str) -> AsyncIterator[Event]:
+async def _stored_events(runtime: ServiceHost, run_id: str) -> AsyncIterator[Event]:
     """``run_id``'s events as stored (references unresolved), a page at a time."""
     after = 0
     while True:

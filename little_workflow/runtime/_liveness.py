@@ -38,7 +38,7 @@ from little_workflow.events import RunStatus
 from little_workflow.storage import RunInfo
 
 if TYPE_CHECKING:
-    from little_workflow.runtime._runtime import Runtime
+    from little_workflow.runtime._host import StoreHost
 
 __all__ = ["interrupted_runs"]
 
@@ -46,7 +46,7 @@ __all__ = ["interrupted_runs"]
 _MAX_ANCESTORS = 64
 
 
-async def interrupted_runs(runtime: Runtime, runs: Sequence[RunInfo]) -> dict[str, str]:
+async def interrupted_runs(runtime: StoreHost, runs: Sequence[RunInfo]) -> dict[str, str]:
     """Of ``runs``, the unfinished ones nobody drives: run id -> one line saying why."""
     unfinished = [info for info in runs if info.status is RunStatus.RUNNING]
     if not unfinished:
@@ -63,7 +63,7 @@ async def interrupted_runs(runtime: Runtime, runs: Sequence[RunInfo]) -> dict[st
 class _Checker:
     """The answers for one batch, so that runs sharing an ancestor look at it once."""
 
-    def __init__(self, runtime: Runtime) -> None:
+    def __init__(self, runtime: StoreHost) -> None:
         self._runtime = runtime
         self._store = runtime.store
         self._shared_held: set[str] = set()

@@ -32,7 +32,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, Protocol
 
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
@@ -54,9 +54,11 @@ from little_workflow.ids import is_valid_id, new_id, validate_id
 from little_workflow.lwir import Workflow, definition_hash
 from little_workflow.platform._atomic import atomic_write
 from little_workflow.platform._threads import call_user
+from little_workflow.runtime._host import ServiceHost
+from little_workflow.runtime._lwir_program import load_model
 
 if TYPE_CHECKING:
-    from little_workflow.runtime._runtime import Runtime
+    from little_workflow.runtime._launch import RunResult
 
 __all__ = [
     "Continue",
@@ -69,6 +71,21 @@ __all__ = [
     "read_manifest",
     "run_outer_loop",
 ]
+
+
+class OuterHost(ServiceHost, Protocol):
+    """What an outer loop uses of the runtime that runs its cycles (a ``Runtime``)."""
+
+    async def run(
+        self,
+        workflow: Workflow | str | os.PathLike[str],
+        input: object = None,
+        *,
+        run_id: str | None = None,
+        outer_loop: tuple[str, int] | None = None,
+    ) -> RunResult:
+        """Start (or continue) a run: one cycle."""
+        ...
 
 
 class _Model(BaseModel):
@@ -160,7 +177,7 @@ class OuterLoopOutcome:
     cycles: tuple[CycleRecord, ...]
 
 
-def manifest_path(runtime: Runtime, outer_loop_id: str) -> Path:
+def manifest_path(runtime: ServiceHost, outer_loop_id: str) -> Path:
     """``outer-loops/{outerLoopId}.json`` in the runtime's data directory."""
     return runtime.data_dir.outer_loops / f"{validate_id(outer_loop_id, what='outer loop id')}.json"
 
@@ -219,7 +236,7 @@ def _mismatch(reason: str, message: str) -> RunFailedError:
     return RunFailedError(message, cause_code="runtime_config_error", reason=reason)
 
 
-async def _input_identity(runtime: Runtime, manifest: OuterLoopManifest) -> str | None:
+async def _input_identity(runtime: OuterHost, manifest: OuterLoopManifest) -> str | None:
     """For a manifest without ``inputHash``: the input identity its cycles' runs recorded.
 
     The in-flight cycle's run counts too: it was started with the loop's input, and
@@ -239,7 +256,7 @@ async def _input_identity(runtime: Runtime, manifest: OuterLoopManifest) -> str 
 
 
 async def _check(
-    runtime: Runtime,
+    runtime: OuterHost,
     path: Path,
     manifest: OuterLoopManifest,
     *,
@@ -275,7 +292,7 @@ async def _check(
 
 
 async def _supervised(
-    runtime: Runtime, run_id: str, cycle: Cycle, supervise: Supervise
+    runtime: OuterHost, run_id: str, cycle: Cycle, supervise: Supervise
 ) -> OuterLoopCycleResult:
     """The cycle's committed ``OuterLoopCycleCompleted`` result, asking ``supervise()`` if none."""
     for record in await runtime.events.read(run_id):
@@ -353,7 +370,7 @@ def _callable_name(value: object) -> str:
 
 
 async def run_outer_loop(
-    runtime: Runtime,
+    runtime: OuterHost,
     workflow: Workflow | str | os.PathLike[str],
     input: JsonValue,
     *,
@@ -372,7 +389,7 @@ async def run_outer_loop(
         raise ConfigError(f"max_outer_cycles must be at least 1, not {max_outer_cycles}")
     _check_supervise(supervise)
     await runtime.open()
-    model, source = runtime._load(workflow)
+    model, source = load_model(workflow)
     goal_hash = definition_hash(model)
     input_hash = sha256_digest(input)
     # Only a missing id is generated: an empty one is a mistake, refused by manifest_path.
@@ -403,7 +420,7 @@ async def run_outer_loop(
 
 
 async def _drive(
-    runtime: Runtime,
+    runtime: OuterHost,
     *,
     path: Path,
     loop_id: str,
@@ -494,7 +511,7 @@ async def _drive(
     )
 
 
-def status(runtime: Runtime, outer_loop_id: str) -> OuterLoopManifest:
+def status(runtime: ServiceHost, outer_loop_id: str) -> OuterLoopManifest:
     """The loop's manifest; ``ConfigError`` (``outer_loop_not_found``) if there is none."""
     manifest = read_manifest(manifest_path(runtime, outer_loop_id))
     if manifest is None:

@@ -25,12 +25,26 @@ from little_workflow.harness._graph import (
     sequence,
 )
 from little_workflow.harness.models import Message
-from little_workflow.lwir import canonical_definition, parse_workflow
+from little_workflow.lwir import (
+    AgentStep,
+    OutputStep,
+    SubWorkflowStep,
+    Workflow,
+    canonical_definition,
+    parse_workflow,
+)
 
 if TYPE_CHECKING:
-    from little_workflow.runtime._runtime import Runtime
+    from little_workflow.runtime._host import RunHost
 
-__all__ = ["PLANNER_PREAMBLE", "parse_json_answer", "planner_graph", "planner_instructions"]
+__all__ = [
+    "PLANNER_PREAMBLE",
+    "goal_workflow",
+    "parse_json_answer",
+    "plan_workflow",
+    "planner_graph",
+    "planner_instructions",
+]
 
 
 def parse_json_answer(answer: Any, who: str) -> JsonValue:
@@ -132,7 +146,7 @@ def planner_graph(slot: str, tools: tuple[str, ...], max_turns: int) -> GraphSte
     )
 
 
-def planner_instructions(runtime: Runtime, instructions: str | None) -> str:
+def planner_instructions(runtime: RunHost, instructions: str | None) -> str:
     """The preamble, the tools, registered workflows and slots it may use, then its own."""
     parts = [PLANNER_PREAMBLE]
     tools = list(runtime.toolset.registry)
@@ -151,3 +165,49 @@ def planner_instructions(runtime: Runtime, instructions: str | None) -> str:
     if instructions:
         parts.append(instructions)
     return "\n\n".join(parts)
+
+
+_GOAL_PROMPT = "Goal: ${input.goal}\nThe workflow's input: ${input.data}"
+
+
+def goal_workflow(
+    planner_slot: str, data: dict[str, object], *, max_turns: int, instructions: str | None
+) -> Workflow:
+    """``Runtime.run_goal``'s workflow: a planner session, then a sub-run of its plan."""
+    return Workflow(
+        name="goal",
+        description="A planned workflow, run.",
+        steps=(
+            AgentStep(
+                id="plan",
+                role="planner",
+                slot=planner_slot,
+                instructions=instructions,
+                prompt=_GOAL_PROMPT,
+                max_turns=max_turns,
+            ),
+            SubWorkflowStep(
+                id="run",
+                definition="${steps.plan.output}",
+                with_={key: f"${{input.data[{json.dumps(key)}]}}" for key in data},
+            ),
+            OutputStep(id="out", value="${steps.run.output}"),
+        ),
+    )
+
+
+def plan_workflow(planner_slot: str, *, max_turns: int) -> Workflow:
+    """``Runtime.plan``'s workflow: a planner session whose answer is the output."""
+    return Workflow(
+        name="plan",
+        steps=(
+            AgentStep(
+                id="plan",
+                role="planner",
+                slot=planner_slot,
+                prompt=_GOAL_PROMPT,
+                max_turns=max_turns,
+            ),
+            OutputStep(id="out", value="${steps.plan.output}"),
+        ),
+    )

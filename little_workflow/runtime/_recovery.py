@@ -37,16 +37,20 @@ import contextlib
 import logging
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from little_workflow.codec import JsonValue
 from little_workflow.errors import LittleWorkflowError
 from little_workflow.events import RunStatus
 from little_workflow.ids import validate_id
+from little_workflow.runtime._host import StoreHost
+from little_workflow.runtime._liveness import interrupted_runs
 from little_workflow.runtime._run_lock import RunLock
+from little_workflow.runtime._state import read_state
 
 if TYPE_CHECKING:
-    from little_workflow.runtime._runtime import Runtime
+    from little_workflow.runtime._launch import RunResult
+    from little_workflow.runtime._state import RunState
 
 __all__ = ["RECOVERY_PREFIX", "Recovery", "RecoveryFailure", "recovery_failures"]
 
@@ -110,11 +114,19 @@ class RecoveryFailure:
         )
 
 
+class RecoveryHost(StoreHost, Protocol):
+    """What recovery uses of the runtime: the store, and resuming under a held lock."""
+
+    async def resume_held(self, state: RunState, *, reason: str = "resume") -> RunResult:
+        """Continue ``state``'s run under a run lock the caller holds."""
+        ...
+
+
 def _key(run_id: str) -> str:
     return RECOVERY_PREFIX + validate_id(run_id, what="run id")
 
 
-async def recovery_failures(runtime: Runtime) -> dict[str, RecoveryFailure]:
+async def recovery_failures(runtime: StoreHost) -> dict[str, RecoveryFailure]:
     """The recorded failures to recover runs, by run id."""
     kv = runtime.kv
     keys = await kv.list(RECOVERY_PREFIX)
@@ -127,7 +139,7 @@ async def recovery_failures(runtime: Runtime) -> dict[str, RecoveryFailure]:
     return found
 
 
-async def clear_failure(runtime: Runtime, run_id: str) -> None:
+async def clear_failure(runtime: StoreHost, run_id: str) -> None:
     """Forget a recorded recovery failure of ``run_id`` (it was resumed)."""
     await runtime.kv.delete(_key(run_id))
 
@@ -135,7 +147,7 @@ async def clear_failure(runtime: Runtime, run_id: str) -> None:
 class Recovery:
     """One worker's recovery: finds interrupted runs, takes them, resumes them."""
 
-    def __init__(self, runtime: Runtime, *, worker_id: str, interval: float) -> None:
+    def __init__(self, runtime: RecoveryHost, *, worker_id: str, interval: float) -> None:
         self.runtime = runtime
         self.worker_id = worker_id
         self.interval = interval
@@ -161,7 +173,7 @@ class Recovery:
         ]
         if not roots:
             return []
-        interrupted = await runtime.interrupted_runs(roots)
+        interrupted = await interrupted_runs(runtime, roots)
         if not interrupted:
             return []
         queue = runtime.store.queue
@@ -184,7 +196,7 @@ class Recovery:
         if not await lock.try_acquire():
             return None
         try:
-            state = await self.runtime.get_state(run_id)
+            state = await read_state(self.runtime.events, run_id)
             queue = self.runtime.store.queue
             if state.finished or (queue is not None and await queue.get(run_id) is not None):
                 await lock.release()
@@ -200,13 +212,13 @@ class Recovery:
         runtime = self.runtime
         try:
             try:
-                state = await runtime.get_state(run_id)
+                state = await read_state(runtime.events, run_id)
                 await runtime.resume_held(state, reason="recover")
             except Exception as exc:  # the run's own failure ends it: told apart below
                 error: Exception | None = exc
             else:
                 error = None
-            state = await runtime.get_state(run_id)
+            state = await read_state(runtime.events, run_id)
             if state.finished:
                 with contextlib.suppress(LittleWorkflowError):
                     await clear_failure(runtime, run_id)

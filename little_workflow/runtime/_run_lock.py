@@ -9,22 +9,25 @@ queue on the cheap one first. Workers hold leases instead (``runtime/_worker.py`
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
 from little_workflow.durable import FileLock
+from little_workflow.storage import current_fence
 
 if TYPE_CHECKING:
-    from little_workflow.runtime._runtime import Runtime
+    from little_workflow.runtime._host import StoreHost
     from little_workflow.storage._pg_lock import PostgresRunLock
 
-__all__ = ["RunLock"]
+__all__ = ["RunLock", "locked"]
 
 
 class RunLock:
     """An exclusive lock on one run, for this machine and every machine sharing the store."""
 
     def __init__(
-        self, runtime: Runtime, run_id: str, *, purpose: str | None = None, shared: bool = True
+        self, runtime: StoreHost, run_id: str, *, purpose: str | None = None, shared: bool = True
     ) -> None:
         """``shared=False``: the file lock only (a sub-run, which its parent's lock covers:
         one pooled connection per sub-run in flight would exhaust the pool)."""
@@ -75,3 +78,20 @@ class RunLock:
                 await self._shared.release()
         finally:
             self._file.release()
+
+
+@contextlib.asynccontextmanager
+async def locked(host: StoreHost, run_id: str, *, shared: bool = True) -> AsyncIterator[None]:
+    """Hold ``run_id``'s run lock for the block (``LockTimeoutError`` after ``lock_timeout``)."""
+    if current_fence() is not None:
+        # A worker's lease covers the run and its sub-runs, on every machine; a file
+        # lock here would only be held on past the lease by a paused worker, and
+        # keep the next holder on this machine waiting for nothing.
+        yield
+        return
+    lock = RunLock(host, run_id, shared=shared)
+    await lock.acquire(timeout=host.lock_timeout)
+    try:
+        yield
+    finally:
+        await lock.release()

@@ -48,11 +48,11 @@ from little_workflow.runtime._state import RunState
 from little_workflow.runtime._tally import current as current_tally
 
 if TYPE_CHECKING:
-    from little_workflow.runtime._runtime import Runtime
+    from little_workflow.runtime._host import RunHost
     from little_workflow.runtime._workflows import WorkflowVersion
     from little_workflow.runtime._writer import RunWriter
 
-__all__ = ["SessionRecorder", "session_manifest", "step_at", "unfinished_sub_runs"]
+__all__ = ["SessionRecorder", "session_manifest", "step_at"]
 
 
 def _count_made(unit: Unit) -> None:
@@ -190,7 +190,7 @@ class SessionRecorder:
 
 
 def session_manifest(
-    runtime: Runtime, version: WorkflowVersion, step: StepBase, role: str
+    runtime: RunHost, version: WorkflowVersion, step: StepBase, role: str
 ) -> dict[str, JsonValue] | None:
     """The capability manifest of ``step``'s ``role`` session, with the configuration now.
 
@@ -238,29 +238,4 @@ def step_at(workflow: Workflow, path: str) -> StepBase | None:
         found = next((step for step in steps if step.id == segment.step_id), None)
         if found is None:
             return None
-    return found
-
-
-def unfinished_sub_runs(state: RunState) -> list[str]:
-    """Sub-runs this run started and has not seen finish: ``workflow`` steps and
-    ``start_workflow`` calls in flight."""
-    found = [
-        record.sub_run_id
-        for record in state.steps.values()
-        if record.sub_run_id is not None and record.status != "completed"
-    ]
-    for session in state.sessions.values():
-        for call in session.calls.values():
-            arguments = call.detail.get("arguments")
-            # Only start_workflow's ``subRunId`` is ours: another tool's arguments are the
-            # model's, and may name any run (or no valid id at all).
-            if (
-                not call.done
-                and call.kind == "tool"
-                and call.detail.get("name") == "start_workflow"
-                and isinstance(arguments, dict)
-            ):
-                sub_run_id = arguments.get("subRunId")
-                if isinstance(sub_run_id, str):
-                    found.append(sub_run_id)
     return found

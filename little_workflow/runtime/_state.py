@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from little_workflow.codec import JsonValue
-from little_workflow.errors import CorruptDataError
+from little_workflow.errors import ConfigError, CorruptDataError
 from little_workflow.events import (
     Event,
     ForkOrigin,
@@ -42,6 +42,9 @@ from little_workflow.events import (
     SubRunStarted,
 )
 
+if TYPE_CHECKING:
+    from little_workflow.storage import PayloadLog
+
 __all__ = [
     "CallRecord",
     "RunState",
@@ -51,7 +54,9 @@ __all__ = [
     "apply",
     "apply_event",
     "fold",
+    "read_state",
     "scope_key",
+    "unfinished_sub_runs",
 ]
 
 StepStatus = Literal["running", "completed", "failed"]
@@ -387,3 +392,36 @@ def fold(run_id: str, events: Iterable[RecordedEvent]) -> RunState:
     if state.last_seq == 0:
         raise CorruptDataError(f"run {run_id!r} has no events")
     return state
+
+
+async def read_state(events: PayloadLog, run_id: str) -> RunState:
+    """The folded state of ``run_id``; ``ConfigError`` (``run_not_found``) if it has no log."""
+    records = await events.read(run_id)
+    if not records:
+        raise ConfigError(f"there is no run {run_id!r} in this store", code="run_not_found")
+    return fold(run_id, records)
+
+
+def unfinished_sub_runs(state: RunState) -> list[str]:
+    """Sub-runs this run started and has not seen finish: ``workflow`` steps and
+    ``start_workflow`` calls in flight."""
+    found = [
+        record.sub_run_id
+        for record in state.steps.values()
+        if record.sub_run_id is not None and record.status != "completed"
+    ]
+    for session in state.sessions.values():
+        for call in session.calls.values():
+            arguments = call.detail.get("arguments")
+            # Only start_workflow's ``subRunId`` is ours: another tool's arguments are the
+            # model's, and may name any run (or no valid id at all).
+            if (
+                not call.done
+                and call.kind == "tool"
+                and call.detail.get("name") == "start_workflow"
+                and isinstance(arguments, dict)
+            ):
+                sub_run_id = arguments.get("subRunId")
+                if isinstance(sub_run_id, str):
+                    found.append(sub_run_id)
+    return found

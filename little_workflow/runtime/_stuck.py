@@ -25,11 +25,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from little_workflow.events import RunStatus
+from little_workflow.runtime._cancel import lease_holder
+from little_workflow.runtime._liveness import interrupted_runs
 from little_workflow.runtime._recovery import recovery_failures
 from little_workflow.runtime._run_lock import RunLock
+from little_workflow.runtime._state import read_state
 
 if TYPE_CHECKING:
-    from little_workflow.runtime._runtime import Runtime
+    from little_workflow.runtime._host import ServiceHost
     from little_workflow.runtime._state import RunState
 
 __all__ = ["StuckRun", "find_stuck_runs"]
@@ -51,7 +54,7 @@ class StuckRun:
     key: str | None = None
 
 
-async def find_stuck_runs(runtime: Runtime) -> list[StuckRun]:
+async def find_stuck_runs(runtime: ServiceHost) -> list[StuckRun]:
     """The stuck runs of ``runtime``'s store (see the module docstring)."""
     await runtime.open()
     queue = runtime.store.queue
@@ -71,10 +74,10 @@ async def find_stuck_runs(runtime: Runtime) -> list[StuckRun]:
             )
     listed = {item.run_id for item in found}
     unfinished = await runtime.events.list_runs(status=RunStatus.RUNNING, limit=MAX_SCANNED)
-    interrupted = await runtime.interrupted_runs(unfinished)
+    interrupted = await interrupted_runs(runtime, unfinished)
     failures = await recovery_failures(runtime) if interrupted else {}
     for info in unfinished:
-        state = await runtime.get_state(info.run_id)
+        state = await read_state(runtime.events, info.run_id)
         open_intents = [record for record in state.steps.values() if record.open_intent is not None]
         if open_intents and (info.run_id in interrupted or not await _in_flight(runtime, state)):
             found.extend(
@@ -108,9 +111,9 @@ async def find_stuck_runs(runtime: Runtime) -> list[StuckRun]:
     return found
 
 
-async def _in_flight(runtime: Runtime, state: RunState) -> bool:
+async def _in_flight(runtime: ServiceHost, state: RunState) -> bool:
     """Whether a worker's live lease or a process's run lock holds the run now."""
-    if await runtime.lease_holder(state) is not None:
+    if await lease_holder(runtime, state) is not None:
         return True
     lock = RunLock(runtime, state.run_id)
     if not await lock.try_acquire():

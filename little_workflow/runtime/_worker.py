@@ -32,29 +32,23 @@ import contextlib
 import logging
 import os
 import socket
-from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from little_workflow.errors import LeaseLostError, LittleWorkflowError, RunFailedError
 from little_workflow.ids import new_id, validate_id
-from little_workflow.runtime._recovery import Recovery
+from little_workflow.runtime._distributed import QueueSubRunner, WorkerHost
+from little_workflow.runtime._recovery import Recovery, RecoveryHost
 from little_workflow.runtime._run_lock import RunLock
 from little_workflow.storage import Claim, Fence, RunQueue
 
-if TYPE_CHECKING:
-    from little_workflow.runtime._runtime import Runtime
-
-__all__ = ["Worker", "WorkerReport", "current_worker"]
+__all__ = ["Worker", "WorkerReport"]
 
 _log = logging.getLogger("little_workflow.worker")
 
-_worker: ContextVar[Worker | None] = ContextVar("little_workflow_worker", default=None)
 
-
-def current_worker() -> Worker | None:
-    """The worker driving the run this task belongs to, if any (sub-runs ask it)."""
-    return _worker.get()
+class WorkerRuntime(WorkerHost, RecoveryHost, Protocol):
+    """What a worker uses of the runtime: claims and their sub-runs, and recovery."""
 
 
 @dataclass(slots=True)
@@ -82,7 +76,7 @@ class Worker:
 
     def __init__(
         self,
-        runtime: Runtime,
+        runtime: WorkerRuntime,
         *,
         worker_id: str | None = None,
         concurrency: int = 4,
@@ -234,10 +228,11 @@ class Worker:
 
     async def _drive(self, queue: RunQueue, claim: Claim) -> None:
         fence = claim.fence
-        _worker.set(self)  # this task's context: the run's sub-runs find their worker
+        # The run's sub-runs are queued for any worker (``_distributed``).
+        sub_runner = QueueSubRunner(self.runtime, self, queue)
         try:
             try:
-                result = await self.runtime.execute_claim(claim)
+                result = await self.runtime.execute_claim(claim, sub_runner=sub_runner)
                 outcome = result.status.value
             except RunFailedError as exc:
                 outcome = "cancelled" if exc.cause_code == "cancelled" else "failed"

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from little_workflow.codec import JsonValue
 from little_workflow.durable import MemoEntry, MemoMismatchError, MemoTable
 
 
@@ -68,61 +67,3 @@ def test_peek_ignores_identity() -> None:
     assert entry is not None
     assert entry.identity == "id:b"
     assert memo.peek("c") is None
-
-
-async def test_run_computes_and_commits_once_then_replays() -> None:
-    memo = MemoTable(scope="session 's_1'")
-    computed: list[str] = []
-    committed: list[JsonValue] = []
-
-    async def compute() -> JsonValue:
-        computed.append("x")
-        return {"answer": 42}
-
-    async def commit(value: JsonValue) -> None:
-        assert memo.peek("call[0]") is None  # recorded only once the commit returned
-        committed.append(value)
-
-    assert await memo.run("call[0]", "req:1", compute, commit) == ({"answer": 42}, False)
-    assert await memo.run("call[0]", "req:1", compute, commit) == ({"answer": 42}, True)
-    assert computed == ["x"]
-    assert committed == [{"answer": 42}]
-    assert memo.peek("call[0]") == MemoEntry(path="call[0]", identity="req:1", value={"answer": 42})
-
-    with pytest.raises(MemoMismatchError):
-        await memo.run("call[0]", "req:2", compute, commit)
-    assert computed == ["x"]
-
-
-async def test_run_with_rerun_policy_recomputes_an_edited_unit() -> None:
-    memo = MemoTable(scope="run 'run_1'", on_mismatch="rerun")
-    memo.record("step", "v1", "old")
-    memo.record("step.child", "c1", "old child")
-
-    async def compute() -> JsonValue:
-        return "new"
-
-    commits: list[JsonValue] = []
-
-    async def commit(value: JsonValue) -> None:
-        commits.append(value)
-
-    assert await memo.run("step", "v2", compute, commit) == ("new", False)
-    assert commits == ["new"]
-    assert memo.peek("step.child") is None
-    assert memo.peek("step") == MemoEntry(path="step", identity="v2", value="new")
-
-
-async def test_a_failed_commit_records_nothing() -> None:
-    memo = MemoTable(scope="run 'run_1'")
-
-    async def compute() -> JsonValue:
-        return 1
-
-    async def commit(value: JsonValue) -> None:
-        raise OSError("disk full")
-
-    with pytest.raises(OSError, match="disk full"):
-        await memo.run("p", "i", compute, commit)
-    assert memo.peek("p") is None
-    assert len(memo) == 0

@@ -24,7 +24,7 @@ from little_workflow.harness._tools import Tool, tool
 from little_workflow.harness.models import ModelRequest, scripted
 from little_workflow.lwir import definition_hash, load_workflow
 from little_workflow.runtime import CRASH_EXIT_CODE, Runtime
-from little_workflow.runtime._sessions import unfinished_sub_runs
+from little_workflow.runtime._state import unfinished_sub_runs
 from tests.runtime.agent_flows import (
     ORCHESTRATE,
     ORCHESTRATOR_MODEL,

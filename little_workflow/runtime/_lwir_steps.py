@@ -1,0 +1,141 @@
+"""Pure helpers of the LWIR walk: routes, map keys, failures and a tool step's records."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from little_workflow._failures import error_message, error_names
+from little_workflow.codec import JsonValue
+from little_workflow.errors import ConfigError, FunctionNotAllowedError, InvalidStepPathError
+from little_workflow.events import (
+    Event,
+    HarnessToolCallFailed,
+    HarnessToolCallStarted,
+    HarnessToolCallSucceeded,
+)
+from little_workflow.lwir import DecisionStep, MapStep, branch_key
+from little_workflow.runtime._core import Arguments, StepFailure
+
+if TYPE_CHECKING:
+    from little_workflow.harness._redaction import Redaction
+
+__all__ = ["ToolCallRecords", "branch_keys", "chosen_route", "config_failure"]
+
+
+def chosen_route(step: DecisionStep, path: str, result: JsonValue) -> tuple[str, JsonValue]:
+    """A decision's result: a route name, or ``{"route": name, "output": value}``."""
+    if isinstance(result, dict) and isinstance(result.get("route"), str):
+        route, output = str(result["route"]), result.get("output", result["route"])
+    elif isinstance(result, str):
+        route, output = result, result
+    else:
+        raise StepFailure(
+            "unknown_route",
+            f"decision {path!r} returned {result!r}; return a route name or "
+            '{"route": name, "output": value}',
+            path=path,
+            step_id=step.id,
+        )
+    if route not in step.routes:
+        raise StepFailure(
+            "unknown_route",
+            f"decision {path!r} chose route {route!r}, which is not one of {sorted(step.routes)}",
+            path=path,
+            step_id=step.id,
+        )
+    return route, output
+
+
+def branch_keys(step: MapStep, path: str, items: JsonValue) -> list[str]:
+    """The branch keys of a map's items (unique), or a step failure."""
+    if not isinstance(items, list):
+        raise StepFailure(
+            "map_items_invalid",
+            f"map {path!r}: items evaluated to {type(items).__name__}, not a list",
+            path=path,
+            step_id=step.id,
+        )
+    try:
+        keys = [branch_key(item, key=step.key, index=i) for i, item in enumerate(items)]
+    except InvalidStepPathError as exc:
+        raise StepFailure(
+            "map_invalid_key", f"map {path!r}: {exc}", path=path, step_id=step.id
+        ) from exc
+    seen: set[str] = set()
+    for key in keys:
+        if key in seen:
+            raise StepFailure(
+                "map_duplicate_key",
+                f"map {path!r}: several items have the key {key!r}; branch keys "
+                f"(field {step.key!r}) must be unique",
+                path=path,
+                step_id=step.id,
+            )
+        seen.add(key)
+    return keys
+
+
+def config_failure(exc: ConfigError, *, path: str, step_id: str) -> StepFailure:
+    """A step that cannot run as configured: ``function_not_allowed`` keeps its own code."""
+    cause = exc.code if isinstance(exc, FunctionNotAllowedError) else "runtime_config_error"
+    return StepFailure(cause, str(exc), path=path, step_id=step_id)
+
+
+class ToolCallRecords:
+    """The ``harness.tool_call.*`` events of a tool step's attempts, redacted as the tool asks.
+
+    The tool's redaction rule (harness/_redaction.py) applies to what a tool step stores,
+    as to an agent's call: the tool gets the real arguments, and the steps after it the
+    real result while the run lives; after a restart they read the stored, redacted form
+    (docs/harness.md).
+    """
+
+    def __init__(self, path: str, tool: str, redaction: Redaction | None) -> None:
+        self.path = path
+        self.tool = tool
+        self.redactor = None
+        if redaction is not None and not redaction.is_empty:
+            from little_workflow.harness._redaction import Redactor
+
+            self.redactor = Redactor({tool: redaction})
+
+    @staticmethod
+    def call_id(attempt: int) -> str:
+        """The call id of an attempt."""
+        return f"attempt[{attempt}]"
+
+    def started(self, attempt: int, current: Arguments) -> list[Event]:
+        """The attempt's ``harness.tool_call.started``."""
+        stored: JsonValue = current
+        if self.redactor is not None:
+            stored = self.redactor.arguments(self.tool, current)
+        return [
+            HarnessToolCallStarted(
+                session_id=self.path,
+                call_id=self.call_id(attempt),
+                tool_name=self.tool,
+                arguments=stored if isinstance(stored, dict) else current,
+            )
+        ]
+
+    def failed(self, attempt: int, exc: BaseException) -> list[Event]:
+        """The attempt's ``harness.tool_call.failed``."""
+        message: JsonValue = error_message(exc)
+        if self.redactor is not None:
+            message = self.redactor.scrub(message)
+        return [
+            HarnessToolCallFailed(
+                session_id=self.path,
+                call_id=self.call_id(attempt),
+                error_code=error_names(exc)[0],
+                message=str(message),
+            )
+        ]
+
+    def succeeded(self, attempt: int, result: JsonValue) -> tuple[Event, JsonValue]:
+        """The ``harness.tool_call.succeeded`` of ``result``, and ``result`` as stored."""
+        stored = result if self.redactor is None else self.redactor.result(self.tool, result)
+        event = HarnessToolCallSucceeded(
+            session_id=self.path, call_id=self.call_id(attempt), result=stored
+        )
+        return event, stored
