@@ -15,9 +15,9 @@ replaying every recorded step.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import timedelta
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from little_workflow.codec import JsonValue, dumps
 from little_workflow.errors import ConfigError
@@ -25,10 +25,16 @@ from little_workflow.events import RunStatus
 from little_workflow.ids import new_id, validate_id
 from little_workflow.lwir import AgentStep, RetryPolicy, Workflow, parse_workflow
 from little_workflow.runtime._cancel import CancelOutcome, cancel_run, lease_holder
+from little_workflow.runtime._code_program import (
+    code_workflow,
+    is_code_run,
+    load_code_program,
+    run_code,
+)
 from little_workflow.runtime._fork import SAME_INPUT, fork_run
 from little_workflow.runtime._gc import FINISHED, GcReport, collect_garbage
 from little_workflow.runtime._host import SubRunner
-from little_workflow.runtime._launch import Launcher, RunResult, make_run_dirs, result_of
+from little_workflow.runtime._launch import Launcher, Program, RunResult, make_run_dirs, result_of
 from little_workflow.runtime._liveness import interrupted_runs
 from little_workflow.runtime._lwir_program import (
     LwirProgram,
@@ -100,7 +106,9 @@ class Runtime(RunResources):
         (inline, this runtime, by default; a worker passes its queue's)."""
         runner = self if sub_runner is None else sub_runner
 
-        async def load(state: RunState) -> LwirProgram:
+        async def load(state: RunState) -> Program:
+            if is_code_run(state):
+                return load_code_program(self, state)
             version = await self.catalog.load(state.workflow_version_id)
             return LwirProgram(self, version, runner)
 
@@ -108,13 +116,17 @@ class Runtime(RunResources):
 
     async def run(
         self,
-        workflow: Workflow | str | os.PathLike[str],
+        workflow: Workflow | str | os.PathLike[str] | Callable[..., Any],
         input: object = None,
         *,
         run_id: str | None = None,
         outer_loop: tuple[str, int] | None = None,
     ) -> RunResult:
         """Start a run of ``workflow`` (a model or a ``.json``/``.yaml`` file) with ``input``.
+
+        ``workflow`` may also be a code-first ``@workflow`` function or a
+        ``module:function`` naming one; its ``input`` is then the body's keyword
+        arguments as a JSON object (docs/code-first.md).
 
         ``outer_loop`` is ``(outerLoopId, cycleNumber)`` for a cycle of an outer loop
         (recorded in ``RunStarted``; see ``run_outer_loop``).
@@ -126,6 +138,10 @@ class Runtime(RunResources):
         resumes that run instead (so re-running a command after a crash is safe); for
         other workflow or input it raises ``ConfigError`` (``run_id_conflict``).
         """
+        code = code_workflow(workflow)
+        if code is not None or callable(workflow):
+            function = code or cast("Callable[..., Any]", workflow)
+            return await run_code(self, function, input, run_id=run_id, outer_loop=outer_loop)
         version, run_input = await self._prepare(workflow, input)
         run_id = new_id("run") if run_id is None else validate_id(run_id, what="run id")
         async with locked(self, run_id):

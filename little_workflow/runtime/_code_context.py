@@ -1,0 +1,226 @@
+"""``WorkflowContext``: what a code-first workflow body calls to make its work durable.
+
+Every method is a plain method that claims the call's path and position **at once**, in
+program order, and returns an awaitable that does the work: a recorded call returns its
+recorded result, a new one runs and commits (``_code_run.CodeRun``). So
+``await asyncio.gather(ctx.step(a), ctx.step(b))`` gives ``a`` and ``b`` their paths in
+the order written, whichever finishes first. Typed end to end: ``await ctx.step(fn, x)``
+checks ``x`` against ``fn``'s parameters and gives ``fn``'s return type, for sync and
+async functions alike.
+"""
+
+from __future__ import annotations
+
+import random as _random
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping
+from typing import Any, ParamSpec, Protocol, TypeVar, overload
+
+from little_workflow.codec import JsonValue
+from little_workflow.errors import ConfigError, InvalidValueError
+from little_workflow.lwir import StepPath, branch_key
+from little_workflow.runtime._code_api import StepSpec, WorkflowSpec, step_spec, workflow_spec
+from little_workflow.runtime._core import Site
+
+__all__ = ["Driver", "WorkflowContext"]
+
+P = ParamSpec("P")
+R = TypeVar("R")
+T = TypeVar("T")
+V = TypeVar("V", float, str)
+
+_HERE = "little_workflow"
+
+
+class Driver(Protocol):
+    """What a context drives: one pass of a run (``_code_run.CodeRun``)."""
+
+    @property
+    def run_id(self) -> str:
+        """The run's id."""
+        ...
+
+    def site(
+        self, name: str, qualified: str, *, map_path: StepPath | None = None, key: str = ""
+    ) -> Site:
+        """Claim the next call position and its path."""
+        ...
+
+    def call(
+        self,
+        site: Site,
+        spec: StepSpec,
+        function: Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> Awaitable[Any]:
+        """A step call's result."""
+        ...
+
+    def map(
+        self,
+        site: Site,
+        spec: StepSpec,
+        function: Callable[..., Any],
+        branches: list[tuple[Site, Any]],
+        concurrency: int,
+    ) -> Awaitable[list[Any]]:
+        """A map's results."""
+        ...
+
+    def sub_run(
+        self,
+        site: Site,
+        name: str,
+        child: WorkflowSpec,
+        function: Callable[..., Any],
+        input: object,
+    ) -> Awaitable[JsonValue]:
+        """A sub-run's output."""
+        ...
+
+    def value(self, site: Site, name: str, make: Callable[[], JsonValue]) -> Awaitable[JsonValue]:
+        """A recorded value."""
+        ...
+
+
+class WorkflowContext:
+    """The durable operations of one code-first run, handed to its body as ``ctx``."""
+
+    def __init__(self, driver: Driver) -> None:
+        self._driver = driver
+
+    @property
+    def run_id(self) -> str:
+        """The run's id."""
+        return self._driver.run_id
+
+    @property
+    def idempotency_key(self) -> str:
+        """The run's id: a key a far end may deduplicate a whole run on (a step has its own,
+        ``current_step().idempotency_key``)."""
+        return self._driver.run_id
+
+    @overload
+    def step(
+        self,
+        fn: Callable[P, Coroutine[Any, Any, R]],
+        /,
+        *args: P.args,
+        **kwargs: P.kwargs,
+    ) -> Awaitable[R]: ...
+
+    @overload
+    def step(self, fn: Callable[P, R], /, *args: P.args, **kwargs: P.kwargs) -> Awaitable[R]: ...
+
+    def step(self, fn: Callable[P, Any], /, *args: P.args, **kwargs: P.kwargs) -> Awaitable[Any]:
+        """Call step function ``fn(*args, **kwargs)`` durably; await it for its result.
+
+        Sync functions run in a thread. Its path is claimed now (see the module
+        docstring); a step that fails for good raises ``StepFailedError`` when awaited.
+        """
+        spec = step_spec(fn)
+        site = self._driver.site(spec.name, spec.qualified)
+        return self._driver.call(site, spec, fn, args, dict(kwargs))
+
+    @overload
+    def map(
+        self,
+        fn: Callable[[T], Coroutine[Any, Any, R]],
+        items: Iterable[T],
+        *,
+        key: Callable[[T], str | int] | None = None,
+        concurrency: int = 1,
+    ) -> Awaitable[list[R]]: ...
+
+    @overload
+    def map(
+        self,
+        fn: Callable[[T], R],
+        items: Iterable[T],
+        *,
+        key: Callable[[T], str | int] | None = None,
+        concurrency: int = 1,
+    ) -> Awaitable[list[R]]: ...
+
+    def map(
+        self,
+        fn: Callable[[T], Any],
+        items: Iterable[T],
+        *,
+        key: Callable[[T], str | int] | None = None,
+        concurrency: int = 1,
+    ) -> Awaitable[list[Any]]:
+        """Call ``fn(item)`` for each item, at most ``concurrency`` at once; the results in order.
+
+        The map is at ``name`` (``fn``'s step name), each call at ``name[key]``: ``key(item)``
+        (a string or int, unique), else the item's index.
+        """
+        if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+            raise InvalidValueError(f"map concurrency must be an int from 1, not {concurrency!r}")
+        spec = step_spec(fn)
+        listed = list(items)
+        keys = [str(index) for index in range(len(listed))]
+        if key is not None:
+            keys = [
+                branch_key({"key": key(item)}, key="key", index=index)
+                for index, item in enumerate(listed)
+            ]
+        if len(set(keys)) != len(keys):
+            raise InvalidValueError(
+                f"map {spec.name!r}: several items have the same key; branch keys must be unique"
+            )
+        driver = self._driver
+        site = driver.site(spec.name, f"{_HERE}:map/{spec.qualified}")
+        branches = [
+            (driver.site(spec.name, spec.qualified, map_path=site.path, key=branch), item)
+            for branch, item in zip(keys, listed, strict=True)
+        ]
+        return driver.map(site, spec, fn, branches, concurrency)
+
+    def workflow(
+        self,
+        body: Callable[..., Coroutine[Any, Any, R]],
+        input: Mapping[str, object] | None = None,
+    ) -> Awaitable[R]:
+        """Run ``body`` (a ``@workflow``) as a sub-run with its own run id; its output.
+
+        A sub-run that fails raises ``StepFailedError`` (cause ``sub_run_failed``).
+        """
+        child = workflow_spec(body)
+        if child is None:
+            named = getattr(body, "__qualname__", body)
+            raise ConfigError(f"ctx.workflow needs a @workflow function, not {named!r}")
+        site = self._driver.site(child.name, f"{_HERE}:workflow/{child.qualified}")
+        return self._driver.sub_run(site, child.name, child, body, input)  # type: ignore[return-value]
+
+    def now(self) -> Awaitable[float]:
+        """The time (seconds since the epoch), recorded: a later pass gets the same."""
+        return self._value("now", time.time, float)
+
+    def random(self) -> Awaitable[float]:
+        """A random float in [0, 1), recorded: a later pass gets the same."""
+        return self._value("random", _random.random, float)
+
+    def uuid4(self) -> Awaitable[uuid.UUID]:
+        """A random UUID, recorded: a later pass gets the same."""
+        return _as_uuid(self._value("uuid4", lambda: str(uuid.uuid4()), str))
+
+    def _value(self, name: str, make: Callable[[], V], kind: type[V]) -> Awaitable[V]:
+        # Claimed now, like every call: the position does not depend on when it is awaited.
+        site = self._driver.site(name, f"{_HERE}:{name}")
+        return self._checked(self._driver.value(site, name, make), kind)
+
+    @staticmethod
+    async def _checked(value: Awaitable[object], kind: type[V]) -> V:
+        result = await value
+        if not isinstance(result, kind):
+            raise InvalidValueError(
+                f"a recorded value is {type(result).__name__}, not {kind.__name__}"
+            )
+        return result
+
+
+async def _as_uuid(text: Awaitable[str]) -> uuid.UUID:
+    return uuid.UUID(await text)
