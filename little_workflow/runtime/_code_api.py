@@ -23,7 +23,6 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any, TypeVar, overload
 
-from little_workflow.durable._side_effects import declared_side_effect
 from little_workflow.errors import ConfigError, InvalidStepPathError
 from little_workflow.lwir import RetryPolicy
 
@@ -61,7 +60,8 @@ class StepSpec:
     #: ``module:qualname``: what the log records as the step's identity.
     qualified: str
     retry: RetryPolicy
-    #: Whether each attempt goes through the outbox (``side_effect=True`` or ``@side_effect``).
+    #: ``side_effect=True``: each attempt goes through the outbox (so does a function
+    #: marked ``@side_effect``, found when it is called: the marks may come in any order).
     side_effect: bool
 
 
@@ -137,7 +137,7 @@ def step(
             name=_checked_name(name or target.__name__, "step"),
             qualified=qualified_name(target),
             retry=retry or _DEFAULT_RETRY,
-            side_effect=side_effect or declared_side_effect(target) is not None,
+            side_effect=side_effect,
         )
         setattr(target, _STEP_ATTRIBUTE, spec)
         return target
@@ -157,7 +157,7 @@ def step_spec(function: Callable[..., Any]) -> StepSpec:
         name=_checked_name(name, "step"),
         qualified=qualified_name(function),
         retry=_DEFAULT_RETRY,
-        side_effect=declared_side_effect(function) is not None,
+        side_effect=False,
     )
 
 

@@ -14,12 +14,14 @@ from __future__ import annotations
 import random as _random
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping
-from typing import Any, ParamSpec, Protocol, TypeVar, overload
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
+from typing import Any, Literal, ParamSpec, Protocol, TypeVar, overload
+
+from pydantic import ValidationError
 
 from little_workflow.codec import JsonValue
 from little_workflow.errors import ConfigError, InvalidValueError
-from little_workflow.lwir import StepPath, branch_key
+from little_workflow.lwir import AgentStep, RetryPolicy, StepPath, branch_key
 from little_workflow.runtime._code_api import StepSpec, WorkflowSpec, step_spec, workflow_spec
 from little_workflow.runtime._core import Site
 
@@ -82,6 +84,10 @@ class Driver(Protocol):
 
     def value(self, site: Site, name: str, make: Callable[[], JsonValue]) -> Awaitable[JsonValue]:
         """A recorded value."""
+        ...
+
+    def agent(self, site: Site, step: AgentStep) -> Awaitable[JsonValue]:
+        """An agent session's answer."""
         ...
 
 
@@ -194,6 +200,45 @@ class WorkflowContext:
             raise ConfigError(f"ctx.workflow needs a @workflow function, not {named!r}")
         site = self._driver.site(child.name, f"{_HERE}:workflow/{child.qualified}")
         return self._driver.sub_run(site, child.name, child, body, input)  # type: ignore[return-value]
+
+    def agent(
+        self,
+        slot: str,
+        *,
+        prompt: str,
+        tools: Sequence[str | Callable[..., Any]] = (),
+        instructions: str | None = None,
+        output: Literal["text", "json"] = "text",
+        max_turns: int = 8,
+        retry: RetryPolicy | None = None,
+        name: str | None = None,
+    ) -> Awaitable[JsonValue]:
+        """Run an agent on model slot ``slot`` with ``tools`` (registered tools, by name or
+        as the callables registered); its answer: text, or the JSON it holds.
+
+        Layer C: every model and tool call is committed, and replayed on resume. The
+        agent's path is ``name`` (default: the slot's name).
+        """
+        names = tuple(
+            tool if isinstance(tool, str) else str(getattr(tool, "name", None) or tool.__name__)
+            for tool in tools
+        )
+        step_name = name or slot
+        try:
+            step = AgentStep(
+                id=step_name,
+                slot=slot,
+                prompt=prompt,
+                tools=names,
+                instructions=instructions,
+                output=output,
+                max_turns=max_turns,
+                retry=retry or RetryPolicy(),
+            )
+        except ValidationError as exc:
+            raise InvalidValueError(f"ctx.agent({slot!r}): {exc}") from exc
+        site = self._driver.site(step_name, f"{_HERE}:agent/{slot}")
+        return self._driver.agent(site, step)
 
     def now(self) -> Awaitable[float]:
         """The time (seconds since the epoch), recorded: a later pass gets the same."""

@@ -21,6 +21,9 @@ from little_workflow.codec import JsonValue, dumps, sha256_digest
 from little_workflow.errors import ConfigError
 from little_workflow.events import RunStarted
 from little_workflow.ids import new_id, validate_id
+from little_workflow.lwir import Workflow
+from little_workflow.lwir._models import TRUSTED_GRAPH
+from little_workflow.runtime._agents import SessionRun
 from little_workflow.runtime._code_api import (
     CODE_VERSION_PREFIX,
     WorkflowSpec,
@@ -32,7 +35,9 @@ from little_workflow.runtime._core import DurableRun
 from little_workflow.runtime._host import RunHost, StoreHost, SubRunner
 from little_workflow.runtime._launch import Launcher, RunResult
 from little_workflow.runtime._run_lock import locked
-from little_workflow.runtime._state import RunState
+from little_workflow.runtime._state import RunState, read_state
+from little_workflow.runtime._workflows import WorkflowVersion
+from little_workflow.storage import RunQueue
 
 __all__ = [
     "CodeHost",
@@ -41,13 +46,19 @@ __all__ = [
     "is_code_run",
     "load_code_program",
     "run_code",
+    "submit_code",
 ]
 
 _REFERENCE_RE = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*")
 
 
-class CodeHost(RunHost, StoreHost, Protocol):
+class CodeHost(RunHost, StoreHost, SubRunner, Protocol):
     """What running code-first workflows uses: a run's resources and the launcher."""
+
+    @property
+    def queue(self) -> RunQueue:
+        """The store's run queue (``submit``)."""
+        ...
 
     def launcher(self, sub_runner: SubRunner | None = None) -> Launcher:
         """The launcher of this host's runs."""
@@ -137,7 +148,23 @@ class CodeProgram:
         # Pinned: a hit is checked by ``CodeRun.site`` against the call's identity,
         # before the memo is asked.
         run = DurableRun(self.host, state, pinned=True, retrying=retrying)
-        return CodeRun(run, self.spec, self.function, self._start_child)
+        sessions = SessionRun(
+            run=run, host=self.host, version=self._version(), sub_runner=self.host
+        )
+        return CodeRun(run, self.spec, self.function, self._start_child, sessions)
+
+    def _version(self) -> WorkflowVersion:
+        """A stand-in LWIR version for the agents' sessions: it names the workflow, and
+        offers an orchestrator no LWIR sub-workflows."""
+        workflow = Workflow.model_validate(
+            {"name": self.spec.name, "steps": [{"id": "output", "kind": "output", "value": None}]},
+            context={TRUSTED_GRAPH: True},
+        )
+        return WorkflowVersion(
+            workflow=workflow,
+            definition_hash=self.spec.source_hash,
+            version_id=self.spec.version_id,
+        )
 
     async def _start_child(
         self,
@@ -186,3 +213,29 @@ async def run_code(
             run_id,
             outer_loop=outer_loop,
         )
+
+
+async def submit_code(
+    host: CodeHost, function: Callable[..., Any], input: object, *, run_id: str | None = None
+) -> str:
+    """Commit a run of ``function``'s ``RunStarted`` and queue it for a worker; its id.
+
+    As ``Runtime.submit``: an existing ``run_id`` of the same workflow and input is
+    queued again (a submit cut between its two writes), anything else is refused.
+    """
+    await host.open()
+    queue = host.queue
+    program = CodeProgram(host, function)
+    dumps(input, where="run input")
+    bind_input(function, input, where=f"workflow {program.spec.qualified!r}")
+    run_input: JsonValue = input  # type: ignore[assignment]
+    run_id = new_id("run") if run_id is None else validate_id(run_id, what="run id")
+    if await host.events.read(run_id, limit=1):
+        program.check_same_run(await read_state(host.events, run_id), run_input)
+    else:
+        started = program.run_started(
+            run_input, parent_run_id=None, parent_step_path=None, outer_loop=None
+        )
+        await host.events.append(run_id, [started], expected_seq=0)
+    await queue.submit(run_id)
+    return run_id

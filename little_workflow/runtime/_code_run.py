@@ -32,6 +32,7 @@ from little_workflow.codec import JsonValue, to_json_value
 from little_workflow.durable._side_effects import declared_side_effect
 from little_workflow.errors import (
     CapabilityDriftError,
+    ConfigError,
     InvalidStepPathError,
     InvalidValueError,
     LeaseLostError,
@@ -43,8 +44,9 @@ from little_workflow.errors import (
     StorageError,
 )
 from little_workflow.events import StepAttemptStarted, StepFailed
-from little_workflow.lwir import RetryPolicy, StepPath
+from little_workflow.lwir import AgentStep, RetryPolicy, StepPath
 from little_workflow.platform._threads import call_user
+from little_workflow.runtime._agents import SessionRun, run_agent_step
 from little_workflow.runtime._code_api import StepSpec, WorkflowSpec
 from little_workflow.runtime._code_context import WorkflowContext
 from little_workflow.runtime._core import (
@@ -131,8 +133,11 @@ class CodeRun:
         spec: WorkflowSpec,
         function: Callable[..., Any],
         start_child: ChildStarter,
+        sessions: SessionRun | None = None,
     ) -> None:
         self.run = run
+        #: What an agent's session uses (``_agents``); ``None`` where agents are not offered.
+        self.sessions = sessions
         self.state = run.state
         self.run_id = run.run_id
         self.spec = spec
@@ -292,10 +297,9 @@ class CodeRun:
             return output
         run = self.run
         outbox = None
-        if spec.side_effect:
-            outbox = Outbox(
-                key=f"{self.run_id}/{site.text}", declared=declared_side_effect(function)
-            )
+        declared = declared_side_effect(function)
+        if spec.side_effect or declared is not None:
+            outbox = Outbox(key=f"{self.run_id}/{site.text}", declared=declared)
         unit = StepUnit(
             site=site, kind="execute", step_id=spec.name, retry=spec.retry, outbox=outbox
         )
@@ -426,4 +430,24 @@ class CodeRun:
             raise await self._failed(unit, failure) from exc
         await run.append([run.completed(unit, output)], sync=True)
         run.remember(site, output)
+        return output
+
+    async def agent(self, site: Site, step: AgentStep) -> JsonValue:
+        """An agent session (Layer C: each model and tool call committed and replayed)."""
+        done, output = self._recorded(site)
+        if done:
+            return output
+        if self.sessions is None:
+            raise ConfigError(f"run {self.run_id!r}: this pass offers no agents")
+        unit = StepUnit(site=site, kind="agent", step_id=step.id, retry=step.retry or _NO_RETRY)
+
+        def as_given(value: JsonValue, _step: object, _path: str, _field: str) -> JsonValue:
+            # A code-first prompt is the body's own string, not a template.
+            return value
+
+        try:
+            output = await run_agent_step(self.sessions, step, unit, as_given)
+        except StepFailure as failure:
+            raise await self._failed(unit, failure) from failure.__cause__
+        self.run.remember(site, output)
         return output

@@ -25,11 +25,13 @@ from little_workflow.events import RunStatus
 from little_workflow.ids import new_id, validate_id
 from little_workflow.lwir import AgentStep, RetryPolicy, Workflow, parse_workflow
 from little_workflow.runtime._cancel import CancelOutcome, cancel_run, lease_holder
+from little_workflow.runtime._code_fork import fork_code_run
 from little_workflow.runtime._code_program import (
     code_workflow,
     is_code_run,
     load_code_program,
     run_code,
+    submit_code,
 )
 from little_workflow.runtime._fork import SAME_INPUT, fork_run
 from little_workflow.runtime._gc import FINISHED, GcReport, collect_garbage
@@ -54,7 +56,7 @@ from little_workflow.runtime._outer import (
 from little_workflow.runtime._outer import status as outer_loop_status
 from little_workflow.runtime._resources import RunResources
 from little_workflow.runtime._run_lock import locked
-from little_workflow.runtime._state import RunState, read_state
+from little_workflow.runtime._state import RunState, fold, read_state
 from little_workflow.runtime._stuck import StuckRun, find_stuck_runs
 from little_workflow.runtime._workflows import WorkflowVersion
 from little_workflow.storage import (
@@ -237,7 +239,7 @@ class Runtime(RunResources):
 
     async def submit(
         self,
-        workflow: Workflow | str | os.PathLike[str],
+        workflow: Workflow | str | os.PathLike[str] | Callable[..., Any],
         input: object = None,
         *,
         run_id: str | None = None,
@@ -249,6 +251,10 @@ class Runtime(RunResources):
         an existing ``run_id`` with the same workflow and input queues it if it is not
         yet (a submit interrupted between the two writes), and changes nothing else.
         """
+        code = code_workflow(workflow)
+        if code is not None or callable(workflow):
+            function = code or cast("Callable[..., Any]", workflow)
+            return await submit_code(self, function, input, run_id=run_id)
         await self.open()
         queue = self.queue
         version, run_input = await self._prepare(workflow, input)
@@ -303,7 +309,7 @@ class Runtime(RunResources):
         at: str,
         run_id: str | None = None,
         input: object = SAME_INPUT,
-        workflow: Workflow | str | os.PathLike[str] | None = None,
+        workflow: Workflow | str | os.PathLike[str] | Callable[..., Any] | None = None,
         model_slots: Mapping[str, ModelSlot] | None = None,
         prompts: Mapping[str, Mapping[str, JsonValue]] | None = None,
         policy: Mapping[str, RetryPolicy | Mapping[str, JsonValue]] | None = None,
@@ -320,13 +326,27 @@ class Runtime(RunResources):
         See docs/runtime.md, "Fork". Raises ``InvalidForkPointError`` (nothing written)
         when ``at`` cannot be a fork point.
         """
+        await self.open()
+        source = await self.events.read(validate_id(source_run_id, what="run id"))
+        code = code_workflow(workflow) if workflow is not None else None
+        if source and is_code_run(state := fold(source_run_id, source)):
+            return await fork_code_run(
+                self,
+                state,
+                tuple(source),
+                at=at,
+                run_id=run_id,
+                input=input,
+                same_input=input is SAME_INPUT,
+                workflow=code,
+            )
         return await fork_run(
             self,
             source_run_id,
             at=at,
             run_id=run_id,
             input=input,
-            workflow=workflow,
+            workflow=cast("Workflow | str | os.PathLike[str] | None", workflow),
             model_slots=model_slots,
             prompts=prompts,
             policy=policy,
