@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 from pathlib import Path
 from typing import Any
 
 from little_workflow import (
     Happened,
     RetryPolicy,
+    StepContext,
     StepFailedError,
     WorkflowContext,
     current_step,
@@ -77,6 +79,13 @@ def right(total: int) -> str:
     return f"right {total}"
 
 
+def _slow() -> None:
+    # The saga's kill test: time for a SIGKILL to land inside a step.
+    delay = float(os.environ.get("LW_TEST_SLOW", "0"))
+    if delay:
+        time.sleep(delay)
+
+
 def _reconcile(far_end: str) -> Any:
     def reconcile(key: str) -> Happened | None:
         # The far end's own record: asked whether this request reached it.
@@ -129,6 +138,7 @@ async def review(ctx: WorkflowContext, query: str) -> dict[str, Any]:
 @step(side_effect=True)
 @side_effect(reconcile=_reconcile("withdraw"))
 def withdraw(amount: int) -> str:
+    _slow()
     key = current_step().idempotency_key
     _append("LW_TEST_LEDGER", f"withdraw {key}")
     return f"withdrew {amount}"
@@ -143,6 +153,7 @@ def _deposit_refused(key: str) -> None:
 @step(side_effect=True, retry=RetryPolicy(attempts=1))
 @side_effect(reconcile=_deposit_refused)
 def deposit(amount: int) -> str:
+    _slow()
     key = current_step().idempotency_key
     _append("LW_TEST_LEDGER", f"deposit {key}")
     raise RuntimeError("the account is closed")
@@ -151,6 +162,7 @@ def deposit(amount: int) -> str:
 @step(side_effect=True)
 @side_effect(reconcile=_reconcile("refund"))
 def refund(amount: int) -> str:
+    _slow()
     key = current_step().idempotency_key
     _append("LW_TEST_LEDGER", f"refund {key}")
     return f"refunded {amount}"
@@ -164,3 +176,27 @@ async def transfer(ctx: WorkflowContext, amount: int) -> dict[str, str]:
     except StepFailedError as error:
         return {"withdraw": taken, "failed": error.path, "refund": await ctx.step(refund, amount)}
     return {"withdraw": taken, "deposit": done}
+
+
+# --- the same saga's far ends for the LWIR form (tests/code_first/saga.yaml) --------------
+
+
+@side_effect(reconcile=_reconcile("withdraw"))
+def lwir_withdraw(amount: int, ctx: StepContext) -> str:
+    _slow()
+    _append("LW_TEST_LEDGER", f"withdraw {ctx.idempotency_key}")
+    return f"withdrew {amount}"
+
+
+@side_effect(reconcile=_deposit_refused)
+def lwir_deposit(amount: int, ctx: StepContext) -> str:
+    _slow()
+    _append("LW_TEST_LEDGER", f"deposit {ctx.idempotency_key}")
+    raise RuntimeError("the account is closed")
+
+
+@side_effect(reconcile=_reconcile("refund"))
+def lwir_refund(amount: int, ctx: StepContext) -> str:
+    _slow()
+    _append("LW_TEST_LEDGER", f"refund {ctx.idempotency_key}")
+    return f"refunded {amount}"
