@@ -30,6 +30,7 @@ __all__ = [
     "CODE_VERSION_PREFIX",
     "StepSpec",
     "WorkflowSpec",
+    "checked_name",
     "load_workflow_function",
     "qualified_name",
     "source_hash",
@@ -94,7 +95,8 @@ def source_hash(function: Callable[..., Any]) -> str:
     return "py-" + hashlib.sha256(source.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
-def _checked_name(name: str, what: str) -> str:
+def checked_name(name: str, what: str) -> str:
+    """``name`` if it can be a step path segment, else ``InvalidStepPathError``."""
     if not isinstance(name, str) or not _NAME_RE.fullmatch(name):
         raise InvalidStepPathError(
             f"{what} name {name!r} cannot be a step path segment: use letters, digits, "
@@ -134,7 +136,7 @@ def step(
         if not callable(target):
             raise ConfigError(f"@step needs a function, not {type(target).__name__}")
         spec = StepSpec(
-            name=_checked_name(name or target.__name__, "step"),
+            name=checked_name(name or target.__name__, "step"),
             qualified=qualified_name(target),
             retry=retry or _DEFAULT_RETRY,
             side_effect=side_effect,
@@ -154,7 +156,7 @@ def step_spec(function: Callable[..., Any]) -> StepSpec:
     if not callable(function) or not isinstance(name, str):
         raise ConfigError(f"ctx.step needs a function, not {type(function).__name__}")
     return StepSpec(
-        name=_checked_name(name, "step"),
+        name=checked_name(name, "step"),
         qualified=qualified_name(function),
         retry=_DEFAULT_RETRY,
         side_effect=False,
@@ -184,7 +186,7 @@ def workflow(function: W | None = None, /, *, name: str | None = None) -> W | Ca
                 "function (async def body(ctx, ...)): its steps run in threads, not it"
             )
         spec = WorkflowSpec(
-            name=_checked_name(name or target.__name__, "workflow"),
+            name=checked_name(name or target.__name__, "workflow"),
             qualified=qualified_name(target),
             source_hash=source_hash(target),
         )

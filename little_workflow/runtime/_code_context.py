@@ -15,6 +15,7 @@ import random as _random
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Literal, ParamSpec, Protocol, TypeVar, overload
 
 from pydantic import ValidationError
@@ -22,10 +23,16 @@ from pydantic import ValidationError
 from little_workflow.codec import JsonValue
 from little_workflow.errors import ConfigError, InvalidValueError
 from little_workflow.lwir import AgentStep, RetryPolicy, StepPath, branch_key
-from little_workflow.runtime._code_api import StepSpec, WorkflowSpec, step_spec, workflow_spec
+from little_workflow.runtime._code_api import (
+    StepSpec,
+    WorkflowSpec,
+    checked_name,
+    step_spec,
+    workflow_spec,
+)
 from little_workflow.runtime._core import Site
 
-__all__ = ["Driver", "WorkflowContext"]
+__all__ = ["CallScope", "Driver", "WorkflowContext"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -33,6 +40,25 @@ T = TypeVar("T")
 V = TypeVar("V", float, str)
 
 _HERE = "little_workflow"
+
+
+@dataclass(slots=True)
+class CallScope:
+    """Where a context's calls go: the top level, or one branch of ``ctx.branches``.
+
+    Visits (``name.visit[N]``) and call positions are counted per scope, so the calls of
+    branches running at once never take each other's numbers.
+    """
+
+    #: The branch's path (``review[doc_1]``); ``None`` at the top level.
+    prefix: StepPath | None = None
+    visits: dict[str, int] = field(default_factory=dict)
+    calls: int = 0
+
+    @property
+    def text(self) -> str:
+        """The branch's path as text; ``""`` at the top level."""
+        return "" if self.prefix is None else str(self.prefix)
 
 
 class Driver(Protocol):
@@ -44,9 +70,26 @@ class Driver(Protocol):
         ...
 
     def site(
-        self, name: str, qualified: str, *, map_path: StepPath | None = None, key: str = ""
+        self,
+        name: str,
+        qualified: str,
+        scope: CallScope,
+        *,
+        map_path: StepPath | None = None,
+        key: str = "",
     ) -> Site:
-        """Claim the next call position and its path."""
+        """Claim the next call position of ``scope`` and the call's path."""
+        ...
+
+    def branches(
+        self,
+        site: Site,
+        name: str,
+        body: Callable[[WorkflowContext, Any], Awaitable[Any]],
+        branches: list[tuple[str, Any]],
+        concurrency: int,
+    ) -> Awaitable[list[Any]]:
+        """Run ``body`` in a branch of its own per item; the results, in order."""
         ...
 
     def call(
@@ -94,8 +137,9 @@ class Driver(Protocol):
 class WorkflowContext:
     """The durable operations of one code-first run, handed to its body as ``ctx``."""
 
-    def __init__(self, driver: Driver) -> None:
+    def __init__(self, driver: Driver, scope: CallScope | None = None) -> None:
         self._driver = driver
+        self._scope = CallScope() if scope is None else scope
 
     @property
     def run_id(self) -> str:
@@ -127,7 +171,7 @@ class WorkflowContext:
         docstring); a step that fails for good raises ``StepFailedError`` when awaited.
         """
         spec = step_spec(fn)
-        site = self._driver.site(spec.name, spec.qualified)
+        site = self._driver.site(spec.name, spec.qualified, self._scope)
         return self._driver.call(site, spec, fn, args, dict(kwargs))
 
     @overload
@@ -167,23 +211,44 @@ class WorkflowContext:
             raise InvalidValueError(f"map concurrency must be an int from 1, not {concurrency!r}")
         spec = step_spec(fn)
         listed = list(items)
-        keys = [str(index) for index in range(len(listed))]
-        if key is not None:
-            keys = [
-                branch_key({"key": key(item)}, key="key", index=index)
-                for index, item in enumerate(listed)
-            ]
-        if len(set(keys)) != len(keys):
-            raise InvalidValueError(
-                f"map {spec.name!r}: several items have the same key; branch keys must be unique"
-            )
+        keys = _branch_keys(spec.name, listed, key)
         driver = self._driver
-        site = driver.site(spec.name, f"{_HERE}:map/{spec.qualified}")
+        site = driver.site(spec.name, f"{_HERE}:map/{spec.qualified}", self._scope)
         branches = [
-            (driver.site(spec.name, spec.qualified, map_path=site.path, key=branch), item)
+            (
+                driver.site(spec.name, spec.qualified, CallScope(), map_path=site.path, key=branch),
+                item,
+            )
             for branch, item in zip(keys, listed, strict=True)
         ]
         return driver.map(site, spec, fn, branches, concurrency)
+
+    def branches(
+        self,
+        body: Callable[[WorkflowContext, T], Coroutine[Any, Any, R]],
+        items: Iterable[T],
+        *,
+        key: Callable[[T], str | int] | None = None,
+        concurrency: int = 1,
+        name: str | None = None,
+    ) -> Awaitable[list[R]]:
+        """Run ``body(branch_ctx, item)`` for each item, each in a branch of its own; the
+        results in order (LWIR's ``map`` with a body).
+
+        The calls ``body`` makes through ``branch_ctx`` are at ``name[key].<call>``, with
+        visits and positions of their own, so the branches may run at once (at most
+        ``concurrency``) and take several steps each. ``name`` defaults to ``body``'s.
+        """
+        if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+            raise InvalidValueError(f"concurrency must be an int from 1, not {concurrency!r}")
+        map_name = checked_name(name or str(getattr(body, "__name__", "")), "branches")
+        listed = list(items)
+        keys = _branch_keys(map_name, listed, key)
+        qualified = f"{_HERE}:branches/{getattr(body, '__module__', '')}.{map_name}"
+        site = self._driver.site(map_name, qualified, self._scope)
+        return self._driver.branches(
+            site, map_name, body, list(zip(keys, listed, strict=True)), concurrency
+        )
 
     def workflow(
         self,
@@ -198,7 +263,7 @@ class WorkflowContext:
         if child is None:
             named = getattr(body, "__qualname__", body)
             raise ConfigError(f"ctx.workflow needs a @workflow function, not {named!r}")
-        site = self._driver.site(child.name, f"{_HERE}:workflow/{child.qualified}")
+        site = self._driver.site(child.name, f"{_HERE}:workflow/{child.qualified}", self._scope)
         return self._driver.sub_run(site, child.name, child, body, input)  # type: ignore[return-value]
 
     def agent(
@@ -237,7 +302,7 @@ class WorkflowContext:
             )
         except ValidationError as exc:
             raise InvalidValueError(f"ctx.agent({slot!r}): {exc}") from exc
-        site = self._driver.site(step_name, f"{_HERE}:agent/{slot}")
+        site = self._driver.site(step_name, f"{_HERE}:agent/{slot}", self._scope)
         return self._driver.agent(site, step)
 
     def now(self) -> Awaitable[float]:
@@ -254,7 +319,7 @@ class WorkflowContext:
 
     def _value(self, name: str, make: Callable[[], V], kind: type[V]) -> Awaitable[V]:
         # Claimed now, like every call: the position does not depend on when it is awaited.
-        site = self._driver.site(name, f"{_HERE}:{name}")
+        site = self._driver.site(name, f"{_HERE}:{name}", self._scope)
         return self._checked(self._driver.value(site, name, make), kind)
 
     @staticmethod
@@ -269,3 +334,18 @@ class WorkflowContext:
 
 async def _as_uuid(text: Awaitable[str]) -> uuid.UUID:
     return uuid.UUID(await text)
+
+
+def _branch_keys(name: str, items: list[T], key: Callable[[T], str | int] | None) -> list[str]:
+    """The branch keys of ``items``: ``key(item)`` (a string or int), else the index."""
+    keys = [str(index) for index in range(len(items))]
+    if key is not None:
+        keys = [
+            branch_key({"key": key(item)}, key="key", index=index)
+            for index, item in enumerate(items)
+        ]
+    if len(set(keys)) != len(keys):
+        raise InvalidValueError(
+            f"map {name!r}: several items have the same key; branch keys must be unique"
+        )
+    return keys

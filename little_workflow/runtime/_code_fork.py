@@ -19,7 +19,7 @@ from little_workflow.errors import ConfigError, InvalidForkPointError, shown
 from little_workflow.events import ForkOrigin, RecordedEvent
 from little_workflow.ids import new_id, validate_id
 from little_workflow.runtime._code_program import CodeHost, CodeProgram, load_code_program
-from little_workflow.runtime._code_run import bind_input
+from little_workflow.runtime._code_run import bind_input, call_place
 from little_workflow.runtime._launch import RunResult, make_run_dirs
 from little_workflow.runtime._run_lock import locked
 from little_workflow.runtime._state import RunState, fold
@@ -27,34 +27,31 @@ from little_workflow.runtime._state import RunState, fold
 __all__ = ["fork_code_run"]
 
 
-def _position(state: RunState, path: str) -> int | None:
-    record = state.steps.get(path)
-    identity = record.identity if record is not None and record.status == "completed" else None
-    if identity is None or "@" not in identity:
-        return None
-    position = identity.rsplit("@", 1)[1]
-    return int(position) if position.isdigit() else None
-
-
 def _kept(state: RunState, at: str) -> set[str]:
-    """The completed paths called before ``at``; ``InvalidForkPointError`` if ``at`` is not
-    a completed call of the source."""
-    limit = _position(state, at)
-    if limit is None:
-        completed = [path for path in state.steps if _position(state, path) is not None]
+    """The completed calls of the top level before ``at``, with the branches of the maps
+    among them; ``InvalidForkPointError`` if ``at`` is not a completed top-level call."""
+    places = {
+        path: place
+        for path, record in state.steps.items()
+        if record.status == "completed" and (place := call_place(path, record.identity)) is not None
+    }
+    place = places.get(at)
+    if place is None or place[0] != "":
+        top = [path for path, (scope, _) in places.items() if scope == ""]
         raise InvalidForkPointError(
             f"cannot fork run {shown(state.run_id)} at {shown(at)}: a code-first run forks at "
-            f"a call it completed; its completed calls: {', '.join(completed[:12]) or 'none'}",
+            f"a call its body made and completed; those of this run: "
+            f"{', '.join(top[:12]) or 'none'}",
             code="fork_unknown_step",
             run_id=state.run_id,
             at=at,
             fork_at=None,
         )
-    return {
-        path
-        for path in state.steps
-        if (position := _position(state, path)) is not None and position < limit
+    kept = {
+        path for path, (scope, position) in places.items() if scope == "" and position < place[1]
     }
+    maps = tuple(f"{path}[" for path in kept)
+    return kept | {path for path in places if path.startswith(maps)}
 
 
 def _copied(records: tuple[RecordedEvent, ...], kept: set[str]) -> list[Any]:

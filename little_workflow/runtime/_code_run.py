@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import inspect
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Protocol
 
 from little_workflow._failures import error_message, error_names, is_interruption
@@ -44,11 +44,11 @@ from little_workflow.errors import (
     StorageError,
 )
 from little_workflow.events import StepAttemptStarted, StepFailed
-from little_workflow.lwir import AgentStep, RetryPolicy, StepPath
+from little_workflow.lwir import AgentStep, RetryPolicy, StepPath, parse_step_path
 from little_workflow.platform._threads import call_user
 from little_workflow.runtime._agents import SessionRun, run_agent_step
 from little_workflow.runtime._code_api import StepSpec, WorkflowSpec
-from little_workflow.runtime._code_context import WorkflowContext
+from little_workflow.runtime._code_context import CallScope, WorkflowContext
 from little_workflow.runtime._core import (
     DurableRun,
     Outbox,
@@ -59,7 +59,7 @@ from little_workflow.runtime._core import (
 )
 from little_workflow.runtime._functions import StepContext
 
-__all__ = ["ChildStarter", "CodeRun", "bind_input", "current_step"]
+__all__ = ["ChildStarter", "CodeRun", "bind_input", "call_place", "current_step"]
 
 _NO_RETRY = RetryPolicy()
 #: The ``StepContext`` of the step attempt running in this context (``current_step``).
@@ -143,15 +143,12 @@ class CodeRun:
         self.spec = spec
         self.function = function
         self.start_child = start_child
-        self._visits: dict[str, int] = {}
-        self._calls = 0
-        #: Call position -> path, for every unit the log completed (from its identity).
-        self._order: dict[int, str] = {}
+        #: (scope, call position) -> path, for every unit the log completed (from its identity).
+        self._order: dict[tuple[str, int], str] = {}
         for path, record in self.state.steps.items():
-            if record.status == "completed" and record.identity and "@" in record.identity:
-                position = record.identity.rsplit("@", 1)[1]
-                if position.isdigit():
-                    self._order[int(position)] = path
+            position = _position(record.identity if record.status == "completed" else None)
+            if position is not None:
+                self._order[(_scope_of(path), position)] = path
         self._reached: set[str] = set()
 
     # --- the run ----------------------------------------------------------------------
@@ -180,8 +177,12 @@ class CodeRun:
                 path="",
                 step_id="",
             ) from exc
+        # A completed map replays whole: its branches are reached through it.
+        reached_maps = tuple(f"{path}[" for path in self._reached)
         unreached = sorted(
-            (position, path) for position, path in self._order.items() if path not in self._reached
+            (place, path)
+            for place, path in self._order.items()
+            if path not in self._reached and not path.startswith(reached_maps)
         )
         if unreached:
             _, path = unreached[0]
@@ -197,27 +198,40 @@ class CodeRun:
     # --- paths ------------------------------------------------------------------------
 
     def site(
-        self, name: str, qualified: str, *, map_path: StepPath | None = None, key: str = ""
+        self,
+        name: str,
+        qualified: str,
+        scope: CallScope,
+        *,
+        map_path: StepPath | None = None,
+        key: str = "",
     ) -> Site:
-        """Claim the next call position and the path of a call (see the module docstring).
+        """Claim the next call position of ``scope`` and the path of a call (see the module
+        docstring); a ``map`` branch (``map_path``) is a scope of its own, at position 0.
 
         ``NonDeterminismError`` if the log holds something else at this path or position.
         """
         if map_path is None:
-            visit = self._visits.get(name, 0)
-            self._visits[name] = visit + 1
-            path = StepPath.root(name, visit=visit or None)
+            visit = scope.visits.get(name, 0)
+            scope.visits[name] = visit + 1
+            if scope.prefix is None:
+                path = StepPath.root(name, visit=visit or None)
+            else:
+                path = scope.prefix.child(name, visit=visit or None)
+            text = str(path)
+            place = (scope.text, scope.calls)
+            scope.calls += 1
         else:
             try:
                 path = map_path.branch(key)
             except InvalidStepPathError as exc:
                 raise InvalidValueError(f"map {str(map_path)!r}: {exc}") from exc
-        text = str(path)
-        position = self._calls
-        self._calls += 1
+            text = str(path)
+            place = (text, 0)
+        position = place[1]
         identity = f"{qualified}@{position}"
         self._reached.add(text)
-        recorded_path = self._order.get(position)
+        recorded_path = self._order.get(place)
         record = self.state.steps.get(text)
         if recorded_path is not None and recorded_path != text:
             held = self.state.steps[recorded_path].identity or ""
@@ -225,8 +239,9 @@ class CodeRun:
                 recorded_path,
                 held,
                 f"{identity} at {text!r}",
-                f"call {position} of the workflow is step {recorded_path!r} ({held}) in the "
-                f"log, but the code now calls {text!r} ({identity})",
+                f"call {position} of {'the workflow' if not place[0] else place[0]} is step "
+                f"{recorded_path!r} ({held}) in the log, but the code now calls {text!r} "
+                f"({identity})",
             )
         if record is not None and record.status == "completed" and record.identity != identity:
             raise self._diverged(
@@ -451,3 +466,79 @@ class CodeRun:
             raise await self._failed(unit, failure) from failure.__cause__
         self.run.remember(site, output)
         return output
+
+    async def branches(
+        self,
+        site: Site,
+        name: str,
+        body: Callable[[WorkflowContext, Any], Awaitable[Any]],
+        branches: list[tuple[str, Any]],
+        concurrency: int,
+    ) -> list[Any]:
+        """``ctx.branches``: ``body`` per item in a scope of its own (``name[key]``), at most
+        ``concurrency`` at once; the list of results committed at the map."""
+        done, output = self._recorded(site)
+        if done:
+            assert isinstance(output, list)
+            return output
+        run = self.run
+        record = self.state.steps.get(site.text)
+        if record is None or record.attempts == 0:
+            await run.append(
+                [
+                    StepAttemptStarted(
+                        step_path=site.text, step_id=name, kind="map", visit=site.visit
+                    )
+                ],
+                sync=False,
+            )
+        semaphore = asyncio.Semaphore(concurrency)
+        results: list[Any] = [None] * len(branches)
+        # Each branch's scope is claimed now, in item order, whatever order they run in.
+        scopes = [CallScope(prefix=site.path.branch(key)) for key, _ in branches]
+
+        async def branch(index: int) -> None:
+            async with semaphore:
+                context = WorkflowContext(self, scopes[index])
+                results[index] = await body(context, branches[index][1])
+
+        try:
+            async with asyncio.TaskGroup() as group:
+                for index in range(len(branches)):
+                    group.create_task(branch(index))
+        except BaseExceptionGroup as group_error:
+            first = first_failure(group_error)
+            for error in group_error.exceptions:
+                if isinstance(error, StepFailedError | NonDeterminismError):
+                    first = error
+                    break
+            raise first from first.__cause__
+        output = to_json_value(results, where=f"the results of map {site.text!r}")
+        unit = StepUnit(site=site, kind="map", step_id=name, retry=_NO_RETRY)
+        await run.append([run.completed(unit, output)], sync=True)
+        run.remember(site, output)
+        assert isinstance(output, list)
+        return output
+
+
+def call_place(path: str, identity: str | None) -> tuple[str, int] | None:
+    """``(scope, position)`` of the call a completed unit at ``path`` records, if any."""
+    position = _position(identity)
+    return None if position is None else (_scope_of(path), position)
+
+
+def _position(identity: str | None) -> int | None:
+    """The call position an identity records (``pkg.mod:fetch@3`` -> 3)."""
+    if identity is None or "@" not in identity:
+        return None
+    position = identity.rsplit("@", 1)[1]
+    return int(position) if position.isdigit() else None
+
+
+def _scope_of(path: str) -> str:
+    """The scope a call at ``path`` was made in: ``""``, or its branch's path."""
+    parsed = parse_step_path(path)
+    if parsed.is_branch:
+        return path  # a ``ctx.map`` branch: a scope of its own
+    parent = parsed.parent
+    return "" if parent is None else str(parent)

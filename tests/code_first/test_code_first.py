@@ -66,6 +66,8 @@ def add_one(value: int) -> int:
 async def sleepy(delay: float, label: str) -> str:
     await asyncio.sleep(delay)
     CALLS.append(f"sleepy {label}")
+    if MODE.get("crash_at_label") == label:
+        raise Crash()
     return f"{label}@{current_step().step_path}"
 
 
@@ -100,7 +102,9 @@ async def test_a_run_gives_the_output_and_lwir_paths(tmp_path: Path) -> None:
     )
     identities = {event.step_path: event.identity for event in completed}
     assert identities["fetch"] == f"{__name__}:fetch@0"
-    assert identities["bump.visit[2]"] == f"{__name__}:add_one@7"
+    # Positions count the calls of their scope: a map's branches are scopes of their own.
+    assert identities["bump.visit[2]"] == f"{__name__}:add_one@4"
+    assert identities["score[c2]"] == f"{__name__}:score@0"
     assert records[0].event.workflow_version_id == f"code:{__name__}:review"  # type: ignore[attr-defined]
 
 
@@ -331,3 +335,75 @@ async def test_sub_workflows_have_their_own_runs_and_values_are_recorded(tmp_pat
     assert all(sub_runs)
     assert len(set(sub_runs)) == 2
     assert CALLS == ["bump 1", "bump 2"]
+
+
+async def reviewed(ctx: WorkflowContext, doc: dict[str, Any]) -> str:
+    # Two steps per branch; the first one's duration differs by branch, so the branches'
+    # second calls come in another order than their first ones.
+    first = await ctx.step(sleepy, doc["delay"], doc["id"])
+    return await ctx.step(sleepy, 0.0, first)
+
+
+@workflow
+async def fan_out(ctx: WorkflowContext) -> list[str]:
+    docs = [{"id": "a", "delay": 0.2}, {"id": "b", "delay": 0.0}, {"id": "c", "delay": 0.1}]
+    results = await ctx.branches(reviewed, docs, key=lambda d: str(d["id"]), concurrency=3)
+    if MODE.get("crash_after_branches"):
+        raise Crash()
+    return [*results, await ctx.step(add_one, len(results))]  # type: ignore[list-item]
+
+
+async def test_branches_have_scopes_of_their_own_and_replay_in_any_order(
+    tmp_path: Path,
+) -> None:
+    MODE["crash_after_branches"] = True
+    async with make_runtime(tmp_path) as rt:
+        with pytest.raises(Crash):
+            await rt.run(fan_out, None, run_id="run_fan")
+        state = await rt.get_state("run_fan")
+        assert sorted(p for p, r in state.steps.items() if r.status == "completed") == [
+            "reviewed",
+            "reviewed[a].sleepy",
+            "reviewed[a].sleepy.visit[1]",
+            "reviewed[b].sleepy",
+            "reviewed[b].sleepy.visit[1]",
+            "reviewed[c].sleepy",
+            "reviewed[c].sleepy.visit[1]",
+        ]
+        del MODE["crash_after_branches"]
+        CALLS.clear()
+        result = await rt.resume("run_fan")
+    assert result.output == [
+        "a@reviewed[a].sleepy@reviewed[a].sleepy.visit[1]",
+        "b@reviewed[b].sleepy@reviewed[b].sleepy.visit[1]",
+        "c@reviewed[c].sleepy@reviewed[c].sleepy.visit[1]",
+        4,
+    ]
+    assert CALLS == ["bump 3"]
+
+
+async def test_a_map_of_branches_cut_midway_replays_its_finished_steps(tmp_path: Path) -> None:
+    # Killed inside branch b: no map commit yet, so the resume runs every branch body
+    # again, and the steps the branches had committed replay, whatever order they come in.
+    MODE["crash_at_label"] = "b@reviewed[b].sleepy"
+    async with make_runtime(tmp_path) as rt:
+        with pytest.raises(Crash):
+            await rt.run(fan_out, None, run_id="run_fan2")
+        state = await rt.get_state("run_fan2")
+        committed = {p for p, r in state.steps.items() if r.status == "completed"}
+        assert "reviewed[b].sleepy" in committed
+        assert "reviewed" not in committed
+        MODE.clear()
+        CALLS.clear()
+        result = await rt.resume("run_fan2")
+        final = await rt.get_state("run_fan2")
+    assert result.output[-1] == 4  # type: ignore[index]
+    # Each call says which step it was (sleepy's label holds its path).
+    again = {
+        f"reviewed[{call.split()[1][0]}].sleepy" + (".visit[1]" if "@" in call else "")
+        for call in CALLS
+        if call.startswith("sleepy")
+    }
+    assert not again & committed, (again, committed)
+    # One call per step not committed before (the map itself calls nothing).
+    assert len(CALLS) == len([p for p in final.steps if p not in committed | {"reviewed"}])

@@ -29,6 +29,9 @@ SOURCE = textwrap.dedent(
     async def child(ctx: WorkflowContext, n: int) -> int:
         return n
 
+    async def branch(ctx: WorkflowContext, text: str) -> int:
+        return len(await ctx.step(fetch, text))
+
     @workflow
     async def body(ctx: WorkflowContext, query: str) -> float:
         found = await ctx.step(fetch, query, limit=2)
@@ -36,6 +39,8 @@ SOURCE = textwrap.dedent(
         first: float = await ctx.step(score, found[0])
         reveal_type(await ctx.step(score, "x"))
         scores = await ctx.map(score, found, key=lambda text: text, concurrency=2)
+        lengths = await ctx.branches(branch, found)
+        reveal_type(lengths)
         reveal_type(scores)
         reveal_type(await ctx.workflow(child, {"n": 1}))
         await ctx.step(fetch, 3)  # ERROR 1: an int for a str
@@ -58,6 +63,7 @@ def test_step_calls_are_checked_against_the_step_functions(tmp_path: Path) -> No
     assert notes == [
         'Revealed type is "list[str]"',
         'Revealed type is "float"',
+        'Revealed type is "list[int]"',
         'Revealed type is "list[float]"',
         'Revealed type is "int"',
     ], out
