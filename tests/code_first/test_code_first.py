@@ -154,6 +154,8 @@ def withdraw(amount: int) -> str:
 @step(retry=RetryPolicy(attempts=2))
 def deposit(amount: int) -> str:
     CALLS.append("deposit")
+    if MODE.get("bank_open"):
+        return f"deposited {amount}"
     raise RuntimeError("the bank is closed")
 
 
@@ -206,6 +208,13 @@ async def test_an_uncaught_step_failure_fails_the_run(tmp_path: Path) -> None:
     assert caught.value.cause_code == "step_failed"
     assert state.status.value == "failed"
     assert state.failure_step == "deposit"
+    # retry runs the failed step again (withdraw replays).
+    MODE["bank_open"] = True
+    CALLS.clear()
+    async with make_runtime(tmp_path) as rt:
+        result = await rt.retry("run_careless")
+    assert result.output == "deposited 1"
+    assert CALLS == ["deposit"]
 
 
 @step
