@@ -62,9 +62,10 @@ from little_workflow.runtime._functions import StepContext
 __all__ = ["ChildStarter", "CodeRun", "bind_input", "call_place", "current_step"]
 
 _NO_RETRY = RetryPolicy()
-#: The ``StepContext`` of the step attempt running in this context (``current_step``).
-_CURRENT_STEP: contextvars.ContextVar[StepContext | None] = contextvars.ContextVar(
-    "little_workflow_current_step", default=None
+#: The step attempt running in this context: its core, unit and attempt, from which
+#: ``current_step`` builds its ``StepContext`` (most steps never ask for one).
+_CURRENT_STEP: contextvars.ContextVar[tuple[DurableRun, StepUnit, int] | None] = (
+    contextvars.ContextVar("little_workflow_current_step", default=None)
 )
 #: What a body may raise that is not its own outcome: the run cannot go on as configured
 #: here, and nothing is recorded for it.
@@ -81,10 +82,11 @@ _NOT_AN_OUTCOME = (
 def current_step() -> StepContext:
     """The ``StepContext`` of the step running now (its path, attempt, idempotency key,
     artifacts and memory); ``RuntimeError`` outside a code-first step."""
-    context = _CURRENT_STEP.get()
-    if context is None:
+    current = _CURRENT_STEP.get()
+    if current is None:
         raise RuntimeError("current_step() is called outside a code-first step")
-    return context
+    run, unit, attempt = current
+    return run.context(unit, attempt)
 
 
 class ChildStarter(Protocol):
@@ -320,7 +322,7 @@ class CodeRun:
         )
 
         async def attempt(number: int, _arguments: object) -> Any:
-            token = _CURRENT_STEP.set(run.context(unit, number))
+            token = _CURRENT_STEP.set((run, unit, number))
             try:
                 return await call_user(function, *args, **kwargs)
             finally:
