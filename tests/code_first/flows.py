@@ -200,3 +200,36 @@ def lwir_refund(amount: int, ctx: StepContext) -> str:
     _slow()
     _append("LW_TEST_LEDGER", f"refund {ctx.idempotency_key}")
     return f"refunded {amount}"
+
+
+# --- for the workers' test: a map, a sum, a payment -------------------------------------
+
+
+@step
+async def square(n: int) -> int:
+    _count()
+    await asyncio.sleep(float(os.environ.get("LW_TEST_STEP_SECONDS", "0")))
+    return n * n
+
+
+@step
+def add(numbers: list[int]) -> int:
+    _count()
+    return sum(numbers)
+
+
+@step(side_effect=True)
+@side_effect(reconcile=_reconcile("pay"))
+def pay(total: int) -> str:
+    _count()
+    key = current_step().idempotency_key
+    _append("LW_TEST_LEDGER", f"pay {key}")
+    return f"paid {total}"
+
+
+@workflow
+async def fan_pay(ctx: WorkflowContext, items: list[int]) -> int:
+    squares = await ctx.map(square, items, concurrency=4)
+    total = await ctx.step(add, squares)
+    await ctx.step(pay, total)
+    return total
