@@ -12,6 +12,7 @@ its qualified name (``load_workflow_function``); one that cannot be imported is 
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -49,6 +50,7 @@ __all__ = [
     "submit_code",
 ]
 
+_log = logging.getLogger("little_workflow.code")
 _REFERENCE_RE = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*")
 
 
@@ -141,7 +143,18 @@ class CodeProgram:
         )
 
     async def check_resume(self, state: RunState) -> None:
-        """Nothing to check before a code-first pass: the replay itself checks the log."""
+        """Say (log ``little_workflow.code``, warning) when the body's source changed since
+        the run started; the replay itself checks that the log still fits it."""
+        started = state.definition_hash
+        if started and self.spec.source_hash and started != self.spec.source_hash:
+            _log.warning(
+                "run %s: the source of workflow %s changed since the run started (%s, now "
+                "%s); it goes on with the new code as long as it replays the log",
+                state.run_id,
+                self.spec.qualified,
+                started,
+                self.spec.source_hash,
+            )
 
     def front_end(self, state: RunState, *, retrying: bool) -> CodeRun:
         """A pass of the body over ``state``."""

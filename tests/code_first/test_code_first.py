@@ -416,3 +416,52 @@ async def test_a_map_of_branches_cut_midway_replays_its_finished_steps(tmp_path:
     assert not again & committed, (again, committed)
     # One call per step not committed before (the map itself calls nothing).
     assert len(CALLS) == len([p for p in final.steps if p not in committed | {"reviewed"}])
+
+
+@step
+async def forever() -> str:
+    CALLS.append("forever")
+    MODE["started"].set()
+    await asyncio.Event().wait()
+    return "never"
+
+
+@workflow
+async def stuck(ctx: WorkflowContext) -> str:
+    await ctx.step(a)
+    return await ctx.step(forever)
+
+
+async def test_cancel_and_gc_work_on_a_code_first_run(tmp_path: Path) -> None:
+    async with make_runtime(tmp_path) as rt:
+        MODE["started"] = started = asyncio.Event()
+        task = asyncio.create_task(rt.run(stuck, None, run_id="run_stuck"))
+        await started.wait()
+        outcome = await rt.cancel("run_stuck", reason="not needed")
+        with pytest.raises(RunFailedError) as caught:
+            await task
+        assert caught.value.cause_code == "cancelled"
+        state = await rt.get_state("run_stuck")
+        assert state.status.value == "cancelled"
+        assert outcome is not None
+        report = await rt.gc(keep_last=0)
+        assert "run_stuck" in report.runs_deleted
+        assert await rt.events.read("run_stuck") == []
+
+
+async def test_a_resume_with_changed_source_says_so_and_goes_on(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    async with make_runtime(tmp_path) as rt:
+        await _crashed_at_c(rt, "run_drift")
+        # As if the code changed: the run's recorded source hash is another one.
+        state = await rt.get_state("run_drift")
+        assert state.definition_hash.startswith("py-")
+        records = await rt.events.read("run_drift")
+        edited = [records[0].event.model_copy(update={"definition_hash": "py-0000"})]
+        edited += [record.event for record in records[1:]]
+        await rt.events.append("run_drift_copy", edited, sync=True, expected_seq=0)
+        with caplog.at_level("WARNING", logger="little_workflow.code"):
+            result = await rt.resume("run_drift_copy")
+    assert result.output == ["a", "b", "c"]
+    assert "changed since the run started (py-0000" in caplog.text
