@@ -64,6 +64,9 @@ class StepSpec:
     #: ``side_effect=True``: each attempt goes through the outbox (so does a function
     #: marked ``@side_effect``, found when it is called: the marks may come in any order).
     side_effect: bool
+    #: ``None``: the first call is at ``name``, later ones at ``name.visit[N]``. A number
+    #: (LWIR's ``maxVisits``): every call at ``name.visit[N]`` from 0, at most that many.
+    max_visits: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,7 +114,11 @@ def step(function: F, /) -> F: ...
 
 @overload
 def step(
-    *, name: str | None = None, retry: RetryPolicy | None = None, side_effect: bool = False
+    *,
+    name: str | None = None,
+    retry: RetryPolicy | None = None,
+    side_effect: bool = False,
+    max_visits: int | None = None,
 ) -> Callable[[F], F]: ...
 
 
@@ -122,15 +129,23 @@ def step(
     name: str | None = None,
     retry: RetryPolicy | None = None,
     side_effect: bool = False,
+    max_visits: int | None = None,
 ) -> F | Callable[[F], F]:
     """Declare a step function of code-first workflows (sync or async).
 
     ``name`` is its name in step paths (default: the function's ``__name__``);
     ``retry`` its retry policy (default: one attempt); ``side_effect=True`` sends each
     attempt through the outbox, and a ``@side_effect(reconcile=...)`` hook on the function
-    settles an attempt a crash cut short (docs/side-effects.md). The function is returned
-    unchanged; call it through ``ctx.step(fn, ...)`` to make the call durable.
+    settles an attempt a crash cut short (docs/runtime.md, "Side effects"); ``max_visits``
+    (LWIR's ``maxVisits``) numbers every call ``name.visit[N]`` from 0 and allows that
+    many in a scope (more raise ``StepFailedError``, ``max_visits_exceeded``). The function
+    is returned unchanged; call it through ``ctx.step(fn, ...)`` to make the call durable.
     """
+
+    if max_visits is not None and (
+        isinstance(max_visits, bool) or not isinstance(max_visits, int) or max_visits < 1
+    ):
+        raise ConfigError(f"@step max_visits must be an int from 1, not {max_visits!r}")
 
     def mark(target: F) -> F:
         if not callable(target):
@@ -140,6 +155,7 @@ def step(
             qualified=qualified_name(target),
             retry=retry or _DEFAULT_RETRY,
             side_effect=side_effect,
+            max_visits=max_visits,
         )
         setattr(target, _STEP_ATTRIBUTE, spec)
         return target

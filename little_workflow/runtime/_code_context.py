@@ -77,6 +77,7 @@ class Driver(Protocol):
         *,
         map_path: StepPath | None = None,
         key: str = "",
+        max_visits: int | None = None,
     ) -> Site:
         """Claim the next call position of ``scope`` and the call's path."""
         ...
@@ -171,7 +172,7 @@ class WorkflowContext:
         docstring); a step that fails for good raises ``StepFailedError`` when awaited.
         """
         spec = step_spec(fn)
-        site = self._driver.site(spec.name, spec.qualified, self._scope)
+        site = self._driver.site(spec.name, spec.qualified, self._scope, max_visits=spec.max_visits)
         return self._driver.call(site, spec, fn, args, dict(kwargs))
 
     @overload
@@ -213,7 +214,9 @@ class WorkflowContext:
         listed = list(items)
         keys = _branch_keys(spec.name, listed, key)
         driver = self._driver
-        site = driver.site(spec.name, f"{_HERE}:map/{spec.qualified}", self._scope)
+        site = driver.site(
+            spec.name, f"{_HERE}:map/{spec.qualified}", self._scope, max_visits=spec.max_visits
+        )
         branches = [
             (
                 driver.site(spec.name, spec.qualified, CallScope(), map_path=site.path, key=branch),
@@ -231,9 +234,10 @@ class WorkflowContext:
         key: Callable[[T], str | int] | None = None,
         concurrency: int = 1,
         name: str | None = None,
+        max_visits: int | None = None,
     ) -> Awaitable[list[R]]:
         """Run ``body(branch_ctx, item)`` for each item, each in a branch of its own; the
-        results in order (LWIR's ``map`` with a body).
+        results in order (LWIR's ``map`` with a body). ``max_visits`` as ``@step``'s.
 
         The calls ``body`` makes through ``branch_ctx`` are at ``name[key].<call>``, with
         visits and positions of their own, so the branches may run at once (at most
@@ -245,7 +249,7 @@ class WorkflowContext:
         listed = list(items)
         keys = _branch_keys(map_name, listed, key)
         qualified = f"{_HERE}:branches/{getattr(body, '__module__', '')}.{map_name}"
-        site = self._driver.site(map_name, qualified, self._scope)
+        site = self._driver.site(map_name, qualified, self._scope, max_visits=max_visits)
         return self._driver.branches(
             site, map_name, body, list(zip(keys, listed, strict=True)), concurrency
         )
@@ -277,12 +281,13 @@ class WorkflowContext:
         max_turns: int = 8,
         retry: RetryPolicy | None = None,
         name: str | None = None,
+        max_visits: int | None = None,
     ) -> Awaitable[JsonValue]:
         """Run an agent on model slot ``slot`` with ``tools`` (registered tools, by name or
         as the callables registered); its answer: text, or the JSON it holds.
 
         Layer C: every model and tool call is committed, and replayed on resume. The
-        agent's path is ``name`` (default: the slot's name).
+        agent's path is ``name`` (default: the slot's name); ``max_visits`` as ``@step``'s.
         """
         names = tuple(
             tool if isinstance(tool, str) else str(getattr(tool, "name", None) or tool.__name__)
@@ -302,7 +307,9 @@ class WorkflowContext:
             )
         except ValidationError as exc:
             raise InvalidValueError(f"ctx.agent({slot!r}): {exc}") from exc
-        site = self._driver.site(step_name, f"{_HERE}:agent/{slot}", self._scope)
+        site = self._driver.site(
+            step_name, f"{_HERE}:agent/{slot}", self._scope, max_visits=max_visits
+        )
         return self._driver.agent(site, step)
 
     def now(self) -> Awaitable[float]:

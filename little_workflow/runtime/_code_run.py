@@ -207,19 +207,29 @@ class CodeRun:
         *,
         map_path: StepPath | None = None,
         key: str = "",
+        max_visits: int | None = None,
     ) -> Site:
         """Claim the next call position of ``scope`` and the path of a call (see the module
         docstring); a ``map`` branch (``map_path``) is a scope of its own, at position 0.
 
-        ``NonDeterminismError`` if the log holds something else at this path or position.
+        ``NonDeterminismError`` if the log holds something else at this path or position;
+        ``StepFailedError`` (``max_visits_exceeded``) for a visit past ``max_visits``.
         """
         if map_path is None:
             visit = scope.visits.get(name, 0)
             scope.visits[name] = visit + 1
+            suffix = visit if max_visits is not None else visit or None
             if scope.prefix is None:
-                path = StepPath.root(name, visit=visit or None)
+                path = StepPath.root(name, visit=suffix)
             else:
-                path = scope.prefix.child(name, visit=visit or None)
+                path = scope.prefix.child(name, visit=suffix)
+            if max_visits is not None and visit >= max_visits:
+                raise StepFailedError(
+                    f"step {str(path.without_visit())!r} would run a visit {visit + 1}, but "
+                    f"its max_visits is {max_visits}",
+                    path=str(path),
+                    cause_code="max_visits_exceeded",
+                )
             text = str(path)
             place = (scope.text, scope.calls)
             scope.calls += 1

@@ -465,3 +465,31 @@ async def test_a_resume_with_changed_source_says_so_and_goes_on(
             result = await rt.resume("run_drift_copy")
     assert result.output == ["a", "b", "c"]
     assert "changed since the run started (py-0000" in caplog.text
+
+
+@step(name="loop", max_visits=2)
+def looped(n: int) -> int:
+    CALLS.append(f"loop {n}")
+    return n + 1
+
+
+@workflow
+async def bounded(ctx: WorkflowContext) -> dict[str, Any]:
+    n = 0
+    try:
+        for _ in range(3):
+            n = await ctx.step(looped, n)
+    except StepFailedError as error:
+        return {"n": n, "stopped": error.path, "cause": error.cause_code}
+    return {"n": n}
+
+
+async def test_max_visits_numbers_every_visit_and_bounds_them(tmp_path: Path) -> None:
+    async with make_runtime(tmp_path) as rt:
+        result = await rt.run(bounded, None, run_id="run_bounded")
+    assert result.output == {"n": 2, "stopped": "loop.visit[2]", "cause": "max_visits_exceeded"}
+    assert sorted(p for p, r in result.state.steps.items() if r.status == "completed") == [
+        "loop.visit[0]",
+        "loop.visit[1]",
+    ]
+    assert CALLS == ["loop 0", "loop 1"]
