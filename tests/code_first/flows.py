@@ -2,7 +2,8 @@
 
 Every step appends ``<run id> <path>`` to the file ``LW_TEST_CALLS`` names, a count kept
 outside the process. The far ends of the side effects (``LW_TEST_LEDGER``) record each
-request they are asked, one line per request: ``<far end> <key>``. A far end
+request they are asked, one line per request: ``<far end> <key> <answer>``; a reconcile
+hook asks the far end for the answer it gave. A far end
 deduplicates nothing, so a request asked twice shows as two lines.
 """
 
@@ -88,8 +89,15 @@ def _slow() -> None:
 
 def _reconcile(far_end: str) -> Any:
     def reconcile(key: str) -> Happened | None:
-        # The far end's own record: asked whether this request reached it.
-        return Happened(f"{far_end} {key}") if (far_end, key) in _ledger() else None
+        # The far end's own record: asked whether this request reached it, and its answer.
+        path = os.environ.get("LW_TEST_LEDGER")
+        if not path or not Path(path).exists():
+            return None
+        for line in Path(path).read_text().splitlines():
+            name, request, *answer = line.split(" ", 2)
+            if (name, request) == (far_end, key):
+                return Happened(answer[0] if answer else None)
+        return None
 
     return reconcile
 
@@ -99,7 +107,7 @@ def _reconcile(far_end: str) -> Any:
 def notify(total: int) -> str:
     _count()
     key = current_step().idempotency_key
-    _append("LW_TEST_LEDGER", f"notify {key}")
+    _append("LW_TEST_LEDGER", f"notify {key} notify {key}")
     return f"notify {key}"
 
 
@@ -140,7 +148,7 @@ async def review(ctx: WorkflowContext, query: str) -> dict[str, Any]:
 def withdraw(amount: int) -> str:
     _slow()
     key = current_step().idempotency_key
-    _append("LW_TEST_LEDGER", f"withdraw {key}")
+    _append("LW_TEST_LEDGER", f"withdraw {key} withdrew {amount}")
     return f"withdrew {amount}"
 
 
@@ -164,7 +172,7 @@ def deposit(amount: int) -> str:
 def refund(amount: int) -> str:
     _slow()
     key = current_step().idempotency_key
-    _append("LW_TEST_LEDGER", f"refund {key}")
+    _append("LW_TEST_LEDGER", f"refund {key} refunded {amount}")
     return f"refunded {amount}"
 
 
@@ -184,7 +192,7 @@ async def transfer(ctx: WorkflowContext, amount: int) -> dict[str, str]:
 @side_effect(reconcile=_reconcile("withdraw"))
 def lwir_withdraw(amount: int, ctx: StepContext) -> str:
     _slow()
-    _append("LW_TEST_LEDGER", f"withdraw {ctx.idempotency_key}")
+    _append("LW_TEST_LEDGER", f"withdraw {ctx.idempotency_key} withdrew {amount}")
     return f"withdrew {amount}"
 
 
@@ -198,7 +206,7 @@ def lwir_deposit(amount: int, ctx: StepContext) -> str:
 @side_effect(reconcile=_reconcile("refund"))
 def lwir_refund(amount: int, ctx: StepContext) -> str:
     _slow()
-    _append("LW_TEST_LEDGER", f"refund {ctx.idempotency_key}")
+    _append("LW_TEST_LEDGER", f"refund {ctx.idempotency_key} refunded {amount}")
     return f"refunded {amount}"
 
 
@@ -223,7 +231,7 @@ def add(numbers: list[int]) -> int:
 def pay(total: int) -> str:
     _count()
     key = current_step().idempotency_key
-    _append("LW_TEST_LEDGER", f"pay {key}")
+    _append("LW_TEST_LEDGER", f"pay {key} paid {total}")
     return f"paid {total}"
 
 
