@@ -69,7 +69,11 @@ def run(
     run_id: str | None,
     progress: bool | None,
 ) -> None:
-    """Run WORKFLOW (.json/.yaml, or module:function for a @workflow) and print its output."""
+    """Run WORKFLOW (.json/.yaml) and print its output as JSON.
+
+    WORKFLOW may also be module:function, naming a code-first @workflow (its input is the
+    function's keyword arguments, as one JSON object).
+    """
     from little_workflow.ids import new_id
 
     run_input = read_input(input_text)
