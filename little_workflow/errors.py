@@ -59,6 +59,8 @@ errors (``sqlite3``, ``psycopg``, ``OSError``) are translated at the boundary wi
     ├── LeaseLostError                       lease_lost (a worker's lease on a run ended)
     ├── ArtifactNotFoundError                artifact_not_found
     ├── MemoMismatchError                    memo_identity_mismatch
+    ├── NonDeterminismError                  non_determinism (code-first body and log disagree)
+    ├── StepFailedError                      step_failed (a code-first step failed for good)
     └── RunFailedError                       run_failed (carries ``cause_code``)
 
 Later layers (runtime, harness, durable) add their errors here, under this root, so a
@@ -104,6 +106,7 @@ __all__ = [
     "LwirValidationError",
     "MemoMismatchError",
     "ModelProviderError",
+    "NonDeterminismError",
     "PayloadTooLargeError",
     "PlannerError",
     "Problem",
@@ -111,6 +114,7 @@ __all__ = [
     "RunFailedError",
     "SchemaVersionError",
     "SequenceGapError",
+    "StepFailedError",
     "StorageBusyError",
     "StorageError",
     "StorageUnavailableError",
@@ -740,6 +744,45 @@ class MemoMismatchError(LittleWorkflowError):
         self.path = path
         self.recorded = recorded
         self.current = current
+
+
+class NonDeterminismError(LittleWorkflowError):
+    """A code-first workflow asked, at a recorded place, for another step than the log holds.
+
+    ``path`` is where the log and the code part ways; ``recorded`` is what the log holds
+    there and ``requested`` what the code asked for (each a step's identity: qualified
+    name and call position, see docs/code-first.md). Nothing was written for it: the run
+    stays as it was, resumable by the code that made it, or forked with ``fork`` (the
+    command that keeps the most work).
+    """
+
+    code = "non_determinism"
+
+    def __init__(
+        self, message: str, *, path: str, recorded: str, requested: str, fork: str
+    ) -> None:
+        super().__init__(message)
+        self.path = path
+        self.recorded = recorded
+        self.requested = requested
+        self.fork = fork
+
+
+class StepFailedError(LittleWorkflowError):
+    """A code-first step failed for good (its retries spent), raised into the workflow body.
+
+    ``path`` is the step's path, ``cause_code`` the stable reason (``step_failed``,
+    ``invalid_output``, ``reconcile_failed``, ``sub_run_failed``, ...) and ``message``
+    what happened. The failure is in the run's log: a resume raises the same error at the
+    same place without calling the step again. A body that does not catch it fails the run.
+    """
+
+    code = "step_failed"
+
+    def __init__(self, message: str, *, path: str, cause_code: str) -> None:
+        super().__init__(message)
+        self.path = path
+        self.cause_code = cause_code
 
 
 class RunFailedError(LittleWorkflowError):

@@ -84,6 +84,12 @@ def test_public_names_are_pinned() -> None:
         "RestoreContextOptions",
         "RetryPolicy",
         "RunFailedError",
+        "workflow",
+        "step",
+        "current_step",
+        "WorkflowContext",
+        "StepFailedError",
+        "NonDeterminismError",
         "RunInfo",
         "RunResult",
         "RunState",
@@ -203,6 +209,10 @@ def test_runtime_public_names_are_pinned() -> None:
         "fold",
         "load_setup",
         "side_effect",
+        "WorkflowContext",
+        "current_step",
+        "step",
+        "workflow",
     }
     for name in runtime.__all__:
         assert hasattr(runtime, name), name

@@ -16,6 +16,7 @@ from little_workflow.cli._main import (
     read_input,
 )
 from little_workflow.cli._runs import _progress, _runtime, progress_option
+from little_workflow.cli._workflow_arg import WorkflowReference
 
 
 @click.command()
@@ -23,9 +24,10 @@ from little_workflow.cli._runs import _progress, _runtime, progress_option
 @click.option("--at", "at", required=True, help="The step path to fork at (it runs anew).")
 @click.option(
     "--workflow",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    type=WorkflowReference(),
     default=None,
-    help="An edited workflow file to run from the fork point [default: RUN_ID's].",
+    help="An edited workflow file (or module:function for a code-first run) to run from the "
+    "fork point [default: RUN_ID's].",
 )
 @input_option("New input [default: RUN_ID's]")
 @click.option(
@@ -54,7 +56,7 @@ def fork(
     *,
     run_id: str,
     at: str,
-    workflow: Path | None,
+    workflow: Path | str | None,
     input_text: str | None,
     prompts_text: str | None,
     policy_text: str | None,

@@ -11,6 +11,7 @@ from typing import Any
 import click
 
 from little_workflow.cli._main import Options, execute, input_option, print_json, read_input
+from little_workflow.cli._workflow_arg import workflow_argument
 
 
 def _runtime(options: Options) -> Any:
@@ -55,7 +56,7 @@ async def _progress(runtime: Any, run_id: str, wanted: bool | None) -> AsyncIter
 
 
 @click.command()
-@click.argument("workflow", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@workflow_argument
 @input_option("The run's input")
 @click.option("--run-id", default=None, help="Use this run id (resumes it if it exists).")
 @progress_option
@@ -63,12 +64,16 @@ async def _progress(runtime: Any, run_id: str, wanted: bool | None) -> AsyncIter
 def run(
     options: Options,
     *,
-    workflow: Path,
+    workflow: Path | str,
     input_text: str | None,
     run_id: str | None,
     progress: bool | None,
 ) -> None:
-    """Run WORKFLOW (.json/.yaml) and print its output as JSON."""
+    """Run WORKFLOW (.json/.yaml) and print its output as JSON.
+
+    WORKFLOW may also be module:function, naming a code-first @workflow (its input is the
+    function's keyword arguments, as one JSON object).
+    """
     from little_workflow.ids import new_id
 
     run_input = read_input(input_text)

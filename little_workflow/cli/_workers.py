@@ -25,6 +25,7 @@ from little_workflow.cli._main import (
     read_input,
 )
 from little_workflow.cli._runs import _runtime
+from little_workflow.cli._workflow_arg import workflow_argument
 
 
 def store_option(function: Any) -> Any:
@@ -43,7 +44,7 @@ def _with_store(options: Options, store_url: str | None) -> Options:
 
 
 @click.command()
-@click.argument("workflow", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@workflow_argument
 @input_option("The run's input")
 @click.option("--run-id", default=None, help="Use this run id (queues it again if it exists).")
 @store_option
@@ -51,7 +52,7 @@ def _with_store(options: Options, store_url: str | None) -> Options:
 def submit(
     options: Options,
     *,
-    workflow: Path,
+    workflow: Path | str,
     input_text: str | None,
     run_id: str | None,
     store_url: str | None,

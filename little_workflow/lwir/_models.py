@@ -240,10 +240,15 @@ class _ActionStep(StepBase):
     #: Visits allowed in one scope; above 1 the step may sit on a loop.
     max_visits: StrictInt = Field(default=1, ge=1, le=MAX_VISITS)
     retry: RetryPolicy = Field(default_factory=RetryPolicy)
+    #: Where the run goes when the step fails for good (its retries spent), instead of
+    #: failing: a step of the same list, which reads the failure as
+    #: ``${steps.<id>.error}`` (``{code, message, path}``).
+    on_error: StrictStr | None = None
 
     def targets(self) -> list[tuple[str, str]]:
-        """``next``, when given."""
-        return [] if self.next is None else [("next", self.next)]
+        """``next``, when given, and ``onError``, when given."""
+        found = [] if self.next is None else [("next", self.next)]
+        return found if self.on_error is None else [*found, ("onError", self.on_error)]
 
     def template_values(self) -> list[tuple[str, JsonValue]]:
         """The ``with`` arguments."""

@@ -12,7 +12,8 @@ thing that works:
 * ``expr`` is a root (``input``, ``steps``, ``item``, ``run``) followed by accessors:
   ``.name`` (object key; name is ``[A-Za-z0-9_-]+``), ``["any key"]`` (object key as a
   JSON string) and ``[3]`` / ``[-1]`` (list index). ``steps.<id>`` must be followed by
-  ``.output`` (then any accessors) or ``.route`` (nothing after); ``run`` only by ``.id``.
+  ``.output`` (then any accessors), ``.route`` (nothing after) or ``.error`` (a step
+  with ``onError``: ``{code, message, path}`` or null); ``run`` only by ``.id``.
 * Evaluation walks plain JSON (dicts, lists) in a scope
   ``{"input": ..., "steps": {id: {"output": ..., "route": ...}}, "item": ..., "run": {"id": ...}}``.
   It never touches attributes: ``${input.__class__}`` is a key lookup that fails.
@@ -468,8 +469,10 @@ class _Parser:
             first = accessors[0]
             if not isinstance(first, Key) or not _STEP_ID_RE.fullmatch(first.name):
                 raise self.fail(f"'steps' must be followed by .<step id>, not {first}", at)
-            if len(accessors) < 2 or str(accessors[1]) not in (".output", ".route"):
-                raise self.fail(f"steps.{first.name} must be followed by .output or .route", at)
+            if len(accessors) < 2 or str(accessors[1]) not in (".output", ".route", ".error"):
+                raise self.fail(
+                    f"steps.{first.name} must be followed by .output, .route or .error", at
+                )
             if str(accessors[1]) == ".route" and len(accessors) > 2:
                 raise self.fail(f"steps.{first.name}.route is a string; nothing may follow it", at)
         elif reference.root == "run" and tuple(map(str, accessors)) != (".id",):

@@ -162,12 +162,22 @@ class _Checker:
         for i, step in enumerate(steps):
             targets = step.targets()
             for field_name, target in targets:
+                if field_name == "onError" and step.visit_limit > 1:
+                    # A handled failure is not a completed visit: the next visit's number
+                    # could not be told from the log.
+                    self.add(
+                        f"{places[i]}.onError",
+                        f'step "{step.id}" has maxVisits {step.visit_limit}; onError is for a '
+                        "step that runs once (maxVisits 1)",
+                    )
                 if target in here:
                     successors[i].append(here[target])
                     continue
                 targets_ok = False
                 self.add(f"{places[i]}.{field_name}", self.unknown_target(target, here))
-            if targets or not step.falls_through:
+            # ``onError`` is a way out on failure: without ``next`` the step still falls
+            # through to the following one.
+            if any(name != "onError" for name, _ in targets) or not step.falls_through:
                 continue
             if i + 1 < len(steps):
                 successors[i].append(i + 1)
@@ -277,9 +287,7 @@ class _Checker:
         if step_id is None:
             return None
         if step_id in visible:
-            if reference.step_field == "route" and not visible[step_id][1].chooses_route:
-                return f'{reference}: step "{step_id}" is not a decision, so it has no route'
-            return None
+            return _field_problem(reference, step_id, visible[step_id][1])
         if step_id in self.owners:
             return (
                 f'{reference}: step "{step_id}" is inside the body of map '
@@ -287,6 +295,18 @@ class _Checker:
                 f"${{steps.{self.owners[step_id]}.output}}, the list of branch results"
             )
         return f'{reference}: unknown step "{step_id}"{_did_you_mean(step_id, visible)}'
+
+
+def _field_problem(reference: Reference, step_id: str, step: StepBase) -> str | None:
+    """What is wrong with ``${steps.<id>.<field>}`` of a visible step, if anything."""
+    if reference.step_field == "route" and not step.chooses_route:
+        return f'{reference}: step "{step_id}" is not a decision, so it has no route'
+    if reference.step_field == "error" and getattr(step, "on_error", None) is None:
+        return (
+            f'{reference}: step "{step_id}" has no onError, so it has no error (a failure '
+            "without onError fails the run)"
+        )
+    return None
 
 
 def _did_you_mean(name: str, candidates: Iterable[str]) -> str:

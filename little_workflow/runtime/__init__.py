@@ -7,6 +7,9 @@ run's events into its ``RunState`` (the one reading of a log that the CLI and UI
 from __future__ import annotations
 
 from little_workflow.durable._side_effects import Happened, SideEffect, side_effect
+from little_workflow.runtime._code_api import step, workflow
+from little_workflow.runtime._code_context import WorkflowContext
+from little_workflow.runtime._code_run import current_step
 from little_workflow.runtime._core import Site
 from little_workflow.runtime._datadir import DataDir
 from little_workflow.runtime._faults import CRASH_ENV, CRASH_EXIT_CODE, FAULT_ENV
@@ -52,9 +55,13 @@ __all__ = [
     "StepRecord",
     "Worker",
     "WorkerReport",
+    "WorkflowContext",
     "WorkflowVersion",
     "apply",
+    "current_step",
     "fold",
     "load_setup",
     "side_effect",
+    "step",
+    "workflow",
 ]

@@ -1,8 +1,9 @@
-"""Pure helpers of the LWIR walk: routes, map keys, failures and a tool step's records."""
+"""Helpers of the LWIR walk: routes, map keys, failures and ``onError``, a tool step's records."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
 
 from little_workflow._failures import error_message, error_names
 from little_workflow.codec import JsonValue
@@ -12,14 +13,21 @@ from little_workflow.events import (
     HarnessToolCallFailed,
     HarnessToolCallStarted,
     HarnessToolCallSucceeded,
+    StepFailed,
 )
-from little_workflow.lwir import DecisionStep, MapStep, branch_key
-from little_workflow.runtime._core import Arguments, StepFailure
+from little_workflow.lwir import DecisionStep, MapStep, StepBase, StepPath, branch_key
+from little_workflow.runtime._core import Arguments, DurableRun, StepFailure
 
 if TYPE_CHECKING:
     from little_workflow.harness._redaction import Redaction
 
-__all__ = ["ToolCallRecords", "branch_keys", "chosen_route", "config_failure"]
+__all__ = [
+    "ToolCallRecords",
+    "branch_keys",
+    "chosen_route",
+    "config_failure",
+    "scope_entry",
+]
 
 
 def chosen_route(step: DecisionStep, path: str, result: JsonValue) -> tuple[str, JsonValue]:
@@ -139,3 +147,54 @@ class ToolCallRecords:
             session_id=self.path, call_id=self.call_id(attempt), result=stored
         )
         return event, stored
+
+
+async def scope_entry(
+    run: DurableRun,
+    run_step: Callable[
+        [Any, StepPath, int | None, dict[str, Any]], Awaitable[tuple[JsonValue, str | None]]
+    ],
+    step: StepBase,
+    at: StepPath,
+    scope: dict[str, Any],
+) -> tuple[JsonValue, str | None, str | None]:
+    """Run ``step`` at ``at`` (``run_step``) and record it in ``scope``: its output, route,
+    and the ``onError`` target to go on at if it failed for good (``None`` otherwise).
+
+    A step with ``onError`` that fails for good gets ``StepFailed`` committed once
+    (never in a replay: a walk that finds it in the log raises it again without running
+    the step) and ``error`` in its entry: ``{code, message, path}``, what the target reads
+    as ``${steps.<id>.error}``; on success its ``error`` is null.
+    """
+    target: str | None = getattr(step, "on_error", None)
+    if target is None:
+        output, route = await run_step(step, at, at.visit, scope)
+        scope["steps"][step.id] = {"output": output, "route": route}
+        return output, route, None
+    path = str(at)
+    record = run.state.steps.get(path)
+    try:
+        if record is not None and record.status == "failed":
+            cause, _, message = (record.last_error or "step_failed: ").partition(": ")
+            raise StepFailure(cause, message, path=path, step_id=step.id)
+        output, route = await run_step(step, at, at.visit, scope)
+    except StepFailure as failure:
+        if failure.path != path:
+            raise
+        if record is None or record.status != "failed":
+            await run.append(
+                [
+                    StepFailed(
+                        step_path=path,
+                        step_id=step.id,
+                        cause_code=failure.cause,
+                        message=failure.message,
+                    )
+                ],
+                sync=True,
+            )
+        error: JsonValue = {"code": failure.cause, "message": failure.message, "path": path}
+        scope["steps"][step.id] = {"output": None, "route": None, "error": error}
+        return None, None, target
+    scope["steps"][step.id] = {"output": output, "route": route, "error": None}
+    return output, route, None

@@ -78,6 +78,7 @@ from little_workflow.runtime._lwir_steps import (
     branch_keys,
     chosen_route,
     config_failure,
+    scope_entry,
 )
 from little_workflow.runtime._state import RunState
 from little_workflow.runtime._workflows import WorkflowVersion
@@ -206,8 +207,10 @@ class LwirWalk:
                 self._stop_here(str(path))
             if isinstance(step, OutputStep):
                 return self._render(step.value, scope, step, str(path), "value")
-            output, route = await self._step(step, path, visit_suffix, scope)
-            scope["steps"][step.id] = {"output": output, "route": route}
+            output, route, failed_to = await scope_entry(self.run, self._step, step, path, scope)
+            if failed_to is not None:  # failed for good: on to its ``onError``
+                position = index[failed_to]
+                continue
             result = output
             if isinstance(step, DecisionStep):
                 position = index[step.routes[route]] if route else None

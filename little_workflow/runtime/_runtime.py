@@ -15,9 +15,9 @@ replaying every recorded step.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import timedelta
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from little_workflow.codec import JsonValue, dumps
 from little_workflow.errors import ConfigError
@@ -25,10 +25,18 @@ from little_workflow.events import RunStatus
 from little_workflow.ids import new_id, validate_id
 from little_workflow.lwir import AgentStep, RetryPolicy, Workflow, parse_workflow
 from little_workflow.runtime._cancel import CancelOutcome, cancel_run, lease_holder
+from little_workflow.runtime._code_fork import fork_code_run
+from little_workflow.runtime._code_program import (
+    code_workflow,
+    is_code_run,
+    load_code_program,
+    run_code,
+    submit_code,
+)
 from little_workflow.runtime._fork import SAME_INPUT, fork_run
 from little_workflow.runtime._gc import FINISHED, GcReport, collect_garbage
 from little_workflow.runtime._host import SubRunner
-from little_workflow.runtime._launch import Launcher, RunResult, make_run_dirs, result_of
+from little_workflow.runtime._launch import Launcher, Program, RunResult, make_run_dirs, result_of
 from little_workflow.runtime._liveness import interrupted_runs
 from little_workflow.runtime._lwir_program import (
     LwirProgram,
@@ -48,7 +56,7 @@ from little_workflow.runtime._outer import (
 from little_workflow.runtime._outer import status as outer_loop_status
 from little_workflow.runtime._resources import RunResources
 from little_workflow.runtime._run_lock import locked
-from little_workflow.runtime._state import RunState, read_state
+from little_workflow.runtime._state import RunState, fold, read_state
 from little_workflow.runtime._stuck import StuckRun, find_stuck_runs
 from little_workflow.runtime._workflows import WorkflowVersion
 from little_workflow.storage import (
@@ -100,7 +108,9 @@ class Runtime(RunResources):
         (inline, this runtime, by default; a worker passes its queue's)."""
         runner = self if sub_runner is None else sub_runner
 
-        async def load(state: RunState) -> LwirProgram:
+        async def load(state: RunState) -> Program:
+            if is_code_run(state):
+                return load_code_program(self, state)
             version = await self.catalog.load(state.workflow_version_id)
             return LwirProgram(self, version, runner)
 
@@ -108,13 +118,17 @@ class Runtime(RunResources):
 
     async def run(
         self,
-        workflow: Workflow | str | os.PathLike[str],
+        workflow: Workflow | str | os.PathLike[str] | Callable[..., Any],
         input: object = None,
         *,
         run_id: str | None = None,
         outer_loop: tuple[str, int] | None = None,
     ) -> RunResult:
         """Start a run of ``workflow`` (a model or a ``.json``/``.yaml`` file) with ``input``.
+
+        ``workflow`` may also be a code-first ``@workflow`` function or a
+        ``module:function`` naming one; its ``input`` is then the body's keyword
+        arguments as a JSON object (docs/code-first.md).
 
         ``outer_loop`` is ``(outerLoopId, cycleNumber)`` for a cycle of an outer loop
         (recorded in ``RunStarted``; see ``run_outer_loop``).
@@ -126,6 +140,10 @@ class Runtime(RunResources):
         resumes that run instead (so re-running a command after a crash is safe); for
         other workflow or input it raises ``ConfigError`` (``run_id_conflict``).
         """
+        code = code_workflow(workflow)
+        if code is not None or callable(workflow):
+            function = code or cast("Callable[..., Any]", workflow)
+            return await run_code(self, function, input, run_id=run_id, outer_loop=outer_loop)
         version, run_input = await self._prepare(workflow, input)
         run_id = new_id("run") if run_id is None else validate_id(run_id, what="run id")
         async with locked(self, run_id):
@@ -221,7 +239,7 @@ class Runtime(RunResources):
 
     async def submit(
         self,
-        workflow: Workflow | str | os.PathLike[str],
+        workflow: Workflow | str | os.PathLike[str] | Callable[..., Any],
         input: object = None,
         *,
         run_id: str | None = None,
@@ -233,6 +251,10 @@ class Runtime(RunResources):
         an existing ``run_id`` with the same workflow and input queues it if it is not
         yet (a submit interrupted between the two writes), and changes nothing else.
         """
+        code = code_workflow(workflow)
+        if code is not None or callable(workflow):
+            function = code or cast("Callable[..., Any]", workflow)
+            return await submit_code(self, function, input, run_id=run_id)
         await self.open()
         queue = self.queue
         version, run_input = await self._prepare(workflow, input)
@@ -294,7 +316,7 @@ class Runtime(RunResources):
         at: str,
         run_id: str | None = None,
         input: object = SAME_INPUT,
-        workflow: Workflow | str | os.PathLike[str] | None = None,
+        workflow: Workflow | str | os.PathLike[str] | Callable[..., Any] | None = None,
         model_slots: Mapping[str, ModelSlot] | None = None,
         prompts: Mapping[str, Mapping[str, JsonValue]] | None = None,
         policy: Mapping[str, RetryPolicy | Mapping[str, JsonValue]] | None = None,
@@ -311,13 +333,27 @@ class Runtime(RunResources):
         See docs/runtime.md, "Fork". Raises ``InvalidForkPointError`` (nothing written)
         when ``at`` cannot be a fork point.
         """
+        await self.open()
+        source = await self.events.read(validate_id(source_run_id, what="run id"))
+        code = code_workflow(workflow) if workflow is not None else None
+        if source and is_code_run(state := fold(source_run_id, source)):
+            return await fork_code_run(
+                self,
+                state,
+                tuple(source),
+                at=at,
+                run_id=run_id,
+                input=input,
+                same_input=input is SAME_INPUT,
+                workflow=code,
+            )
         return await fork_run(
             self,
             source_run_id,
             at=at,
             run_id=run_id,
             input=input,
-            workflow=workflow,
+            workflow=cast("Workflow | str | os.PathLike[str] | None", workflow),
             model_slots=model_slots,
             prompts=prompts,
             policy=policy,

@@ -1,0 +1,358 @@
+"""``WorkflowContext``: what a code-first workflow body calls to make its work durable.
+
+Every method is a plain method that claims the call's path and position **at once**, in
+program order, and returns an awaitable that does the work: a recorded call returns its
+recorded result, a new one runs and commits (``_code_run.CodeRun``). So
+``await asyncio.gather(ctx.step(a), ctx.step(b))`` gives ``a`` and ``b`` their paths in
+the order written, whichever finishes first. Typed end to end: ``await ctx.step(fn, x)``
+checks ``x`` against ``fn``'s parameters and gives ``fn``'s return type, for sync and
+async functions alike.
+"""
+
+from __future__ import annotations
+
+import random as _random
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, ParamSpec, Protocol, TypeVar, overload
+
+from pydantic import ValidationError
+
+from little_workflow.codec import JsonValue
+from little_workflow.errors import ConfigError, InvalidValueError
+from little_workflow.lwir import AgentStep, RetryPolicy, StepPath, branch_key
+from little_workflow.runtime._code_api import (
+    StepSpec,
+    WorkflowSpec,
+    checked_name,
+    step_spec,
+    workflow_spec,
+)
+from little_workflow.runtime._core import Site
+
+__all__ = ["CallScope", "Driver", "WorkflowContext"]
+
+P = ParamSpec("P")
+R = TypeVar("R")
+T = TypeVar("T")
+V = TypeVar("V", float, str)
+
+_HERE = "little_workflow"
+
+
+@dataclass(slots=True)
+class CallScope:
+    """Where a context's calls go: the top level, or one branch of ``ctx.branches``.
+
+    Visits (``name.visit[N]``) and call positions are counted per scope, so the calls of
+    branches running at once never take each other's numbers.
+    """
+
+    #: The branch's path (``review[doc_1]``); ``None`` at the top level.
+    prefix: StepPath | None = None
+    visits: dict[str, int] = field(default_factory=dict)
+    calls: int = 0
+
+    @property
+    def text(self) -> str:
+        """The branch's path as text; ``""`` at the top level."""
+        return "" if self.prefix is None else str(self.prefix)
+
+
+class Driver(Protocol):
+    """What a context drives: one pass of a run (``_code_run.CodeRun``)."""
+
+    @property
+    def run_id(self) -> str:
+        """The run's id."""
+        ...
+
+    def site(
+        self,
+        name: str,
+        qualified: str,
+        scope: CallScope,
+        *,
+        map_path: StepPath | None = None,
+        key: str = "",
+        max_visits: int | None = None,
+    ) -> Site:
+        """Claim the next call position of ``scope`` and the call's path."""
+        ...
+
+    def branches(
+        self,
+        site: Site,
+        name: str,
+        body: Callable[[WorkflowContext, Any], Awaitable[Any]],
+        branches: list[tuple[str, Any]],
+        concurrency: int,
+    ) -> Awaitable[list[Any]]:
+        """Run ``body`` in a branch of its own per item; the results, in order."""
+        ...
+
+    def call(
+        self,
+        site: Site,
+        spec: StepSpec,
+        function: Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> Awaitable[Any]:
+        """A step call's result."""
+        ...
+
+    def map(
+        self,
+        site: Site,
+        spec: StepSpec,
+        function: Callable[..., Any],
+        branches: list[tuple[Site, Any]],
+        concurrency: int,
+    ) -> Awaitable[list[Any]]:
+        """A map's results."""
+        ...
+
+    def sub_run(
+        self,
+        site: Site,
+        name: str,
+        child: WorkflowSpec,
+        function: Callable[..., Any],
+        input: object,
+    ) -> Awaitable[JsonValue]:
+        """A sub-run's output."""
+        ...
+
+    def value(self, site: Site, name: str, make: Callable[[], JsonValue]) -> Awaitable[JsonValue]:
+        """A recorded value."""
+        ...
+
+    def agent(self, site: Site, step: AgentStep) -> Awaitable[JsonValue]:
+        """An agent session's answer."""
+        ...
+
+
+class WorkflowContext:
+    """The durable operations of one code-first run, handed to its body as ``ctx``."""
+
+    def __init__(self, driver: Driver, scope: CallScope | None = None) -> None:
+        self._driver = driver
+        self._scope = CallScope() if scope is None else scope
+
+    @property
+    def run_id(self) -> str:
+        """The run's id."""
+        return self._driver.run_id
+
+    @property
+    def idempotency_key(self) -> str:
+        """The run's id: a key a far end may deduplicate a whole run on (a step has its own,
+        ``current_step().idempotency_key``)."""
+        return self._driver.run_id
+
+    @overload
+    def step(
+        self,
+        fn: Callable[P, Coroutine[Any, Any, R]],
+        /,
+        *args: P.args,
+        **kwargs: P.kwargs,
+    ) -> Awaitable[R]: ...
+
+    @overload
+    def step(self, fn: Callable[P, R], /, *args: P.args, **kwargs: P.kwargs) -> Awaitable[R]: ...
+
+    def step(self, fn: Callable[P, Any], /, *args: P.args, **kwargs: P.kwargs) -> Awaitable[Any]:
+        """Call step function ``fn(*args, **kwargs)`` durably; await it for its result.
+
+        Sync functions run in a thread. Its path is claimed now (see the module
+        docstring); a step that fails for good raises ``StepFailedError`` when awaited.
+        """
+        spec = step_spec(fn)
+        site = self._driver.site(spec.name, spec.qualified, self._scope, max_visits=spec.max_visits)
+        return self._driver.call(site, spec, fn, args, dict(kwargs))
+
+    @overload
+    def map(
+        self,
+        fn: Callable[[T], Coroutine[Any, Any, R]],
+        items: Iterable[T],
+        *,
+        key: Callable[[T], str | int] | None = None,
+        concurrency: int = 1,
+    ) -> Awaitable[list[R]]: ...
+
+    @overload
+    def map(
+        self,
+        fn: Callable[[T], R],
+        items: Iterable[T],
+        *,
+        key: Callable[[T], str | int] | None = None,
+        concurrency: int = 1,
+    ) -> Awaitable[list[R]]: ...
+
+    def map(
+        self,
+        fn: Callable[[T], Any],
+        items: Iterable[T],
+        *,
+        key: Callable[[T], str | int] | None = None,
+        concurrency: int = 1,
+    ) -> Awaitable[list[Any]]:
+        """Call ``fn(item)`` for each item, at most ``concurrency`` at once; the results in order.
+
+        The map is at ``name`` (``fn``'s step name), each call at ``name[key]``: ``key(item)``
+        (a string or int, unique), else the item's index.
+        """
+        if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+            raise InvalidValueError(f"map concurrency must be an int from 1, not {concurrency!r}")
+        spec = step_spec(fn)
+        listed = list(items)
+        keys = _branch_keys(spec.name, listed, key)
+        driver = self._driver
+        site = driver.site(
+            spec.name, f"{_HERE}:map/{spec.qualified}", self._scope, max_visits=spec.max_visits
+        )
+        branches = [
+            (
+                driver.site(spec.name, spec.qualified, CallScope(), map_path=site.path, key=branch),
+                item,
+            )
+            for branch, item in zip(keys, listed, strict=True)
+        ]
+        return driver.map(site, spec, fn, branches, concurrency)
+
+    def branches(
+        self,
+        body: Callable[[WorkflowContext, T], Coroutine[Any, Any, R]],
+        items: Iterable[T],
+        *,
+        key: Callable[[T], str | int] | None = None,
+        concurrency: int = 1,
+        name: str | None = None,
+        max_visits: int | None = None,
+    ) -> Awaitable[list[R]]:
+        """Run ``body(branch_ctx, item)`` for each item, each in a branch of its own; the
+        results in order (LWIR's ``map`` with a body). ``max_visits`` as ``@step``'s.
+
+        The calls ``body`` makes through ``branch_ctx`` are at ``name[key].<call>``, with
+        visits and positions of their own, so the branches may run at once (at most
+        ``concurrency``) and take several steps each. ``name`` defaults to ``body``'s.
+        """
+        if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+            raise InvalidValueError(f"concurrency must be an int from 1, not {concurrency!r}")
+        map_name = checked_name(name or str(getattr(body, "__name__", "")), "branches")
+        listed = list(items)
+        keys = _branch_keys(map_name, listed, key)
+        qualified = f"{_HERE}:branches/{getattr(body, '__module__', '')}.{map_name}"
+        site = self._driver.site(map_name, qualified, self._scope, max_visits=max_visits)
+        return self._driver.branches(
+            site, map_name, body, list(zip(keys, listed, strict=True)), concurrency
+        )
+
+    def workflow(
+        self,
+        body: Callable[..., Coroutine[Any, Any, R]],
+        input: Mapping[str, object] | None = None,
+    ) -> Awaitable[R]:
+        """Run ``body`` (a ``@workflow``) as a sub-run with its own run id; its output.
+
+        A sub-run that fails raises ``StepFailedError`` (cause ``sub_run_failed``).
+        """
+        child = workflow_spec(body)
+        if child is None:
+            named = getattr(body, "__qualname__", body)
+            raise ConfigError(f"ctx.workflow needs a @workflow function, not {named!r}")
+        site = self._driver.site(child.name, f"{_HERE}:workflow/{child.qualified}", self._scope)
+        return self._driver.sub_run(site, child.name, child, body, input)  # type: ignore[return-value]
+
+    def agent(
+        self,
+        slot: str,
+        *,
+        prompt: str,
+        tools: Sequence[str | Callable[..., Any]] = (),
+        instructions: str | None = None,
+        output: Literal["text", "json"] = "text",
+        max_turns: int = 8,
+        retry: RetryPolicy | None = None,
+        name: str | None = None,
+        max_visits: int | None = None,
+    ) -> Awaitable[JsonValue]:
+        """Run an agent on model slot ``slot`` with ``tools`` (registered tools, by name or
+        as the callables registered); its answer: text, or the JSON it holds.
+
+        Layer C: every model and tool call is committed, and replayed on resume. The
+        agent's path is ``name`` (default: the slot's name); ``max_visits`` as ``@step``'s.
+        """
+        names = tuple(
+            tool if isinstance(tool, str) else str(getattr(tool, "name", None) or tool.__name__)
+            for tool in tools
+        )
+        step_name = name or slot
+        try:
+            step = AgentStep(
+                id=step_name,
+                slot=slot,
+                prompt=prompt,
+                tools=names,
+                instructions=instructions,
+                output=output,
+                max_turns=max_turns,
+                retry=retry or RetryPolicy(),
+            )
+        except ValidationError as exc:
+            raise InvalidValueError(f"ctx.agent({slot!r}): {exc}") from exc
+        site = self._driver.site(
+            step_name, f"{_HERE}:agent/{slot}", self._scope, max_visits=max_visits
+        )
+        return self._driver.agent(site, step)
+
+    def now(self) -> Awaitable[float]:
+        """The time (seconds since the epoch), recorded: a later pass gets the same."""
+        return self._value("now", time.time, float)
+
+    def random(self) -> Awaitable[float]:
+        """A random float in [0, 1), recorded: a later pass gets the same."""
+        return self._value("random", _random.random, float)
+
+    def uuid4(self) -> Awaitable[uuid.UUID]:
+        """A random UUID, recorded: a later pass gets the same."""
+        return _as_uuid(self._value("uuid4", lambda: str(uuid.uuid4()), str))
+
+    def _value(self, name: str, make: Callable[[], V], kind: type[V]) -> Awaitable[V]:
+        # Claimed now, like every call: the position does not depend on when it is awaited.
+        site = self._driver.site(name, f"{_HERE}:{name}", self._scope)
+        return self._checked(self._driver.value(site, name, make), kind)
+
+    @staticmethod
+    async def _checked(value: Awaitable[object], kind: type[V]) -> V:
+        result = await value
+        if not isinstance(result, kind):
+            raise InvalidValueError(
+                f"a recorded value is {type(result).__name__}, not {kind.__name__}"
+            )
+        return result
+
+
+async def _as_uuid(text: Awaitable[str]) -> uuid.UUID:
+    return uuid.UUID(await text)
+
+
+def _branch_keys(name: str, items: list[T], key: Callable[[T], str | int] | None) -> list[str]:
+    """The branch keys of ``items``: ``key(item)`` (a string or int), else the index."""
+    keys = [str(index) for index in range(len(items))]
+    if key is not None:
+        keys = [
+            branch_key({"key": key(item)}, key="key", index=index)
+            for index, item in enumerate(items)
+        ]
+    if len(set(keys)) != len(keys):
+        raise InvalidValueError(
+            f"map {name!r}: several items have the same key; branch keys must be unique"
+        )
+    return keys
