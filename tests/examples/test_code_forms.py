@@ -1,0 +1,58 @@
+"""Each example written twice, as LWIR (``workflow.yaml``) and as code (``workflow.py``):
+both forms, run through the command line on the same input and the same scripted models,
+give the same output, complete the same step paths and call the same tools and step
+functions."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from little_workflow.events import StepCompleted
+from tests.examples.support import Example, normalized
+
+
+def _run(root: Path, setup: str, workflow: str, given: dict[str, Any]) -> dict[str, Any]:
+    example = Example(root)
+    given = {key: str(root / "work") if value is _WORK else value for key, value in given.items()}
+    output = example.output(
+        "--setup", setup, "run", workflow, "--input", json.dumps(given), "--run-id", "form_1"
+    )
+    paths = sorted(
+        record.event.step_path
+        for record in example.events("form_1")
+        if isinstance(record.event, StepCompleted)
+    )
+    calls = normalized(example.calls())
+    # Model requests differ in wording only where a form says a thing its own way (an
+    # LWIR decision's preamble); what the models were asked for is compared by count.
+    counted = Counter(line.split(" ", 1)[0] for line in calls.elements())
+    done = Counter({line: n for line, n in calls.items() if not line.startswith("model ")})
+    return {"output": output, "paths": paths, "counted": counted, "done": done}
+
+
+#: Stands for a workspace folder of the run's own (the two forms must not share one).
+_WORK = object()
+
+
+def test_the_review_pipeline_gives_the_same_output_and_paths_in_both_forms(
+    tmp_path: Path,
+) -> None:
+    setup = "examples.review_pipeline.setup:setup"
+    given = {"documents": "examples/review_pipeline/documents", "workspace": _WORK}
+    lwir = _run(tmp_path / "lwir", setup, "examples/review_pipeline/workflow.yaml", given)
+    code = _run(
+        tmp_path / "code", setup, "examples.review_pipeline.workflow:review_pipeline", given
+    )
+    assert code["output"] == lwir["output"]
+    assert code["output"]["editor"] == {"note": "All 3 documents pass review."}
+    assert code["paths"] == lwir["paths"]
+    # Two rounds: the loop's steps at LWIR's visits, the branches of each round's map.
+    assert "collect.visit[1]" in code["paths"]
+    assert "review.visit[1][quickstart].reviewer" in code["paths"]
+    assert "editor.visit[1]" in code["paths"]
+    assert "revise.visit[0]" in code["paths"]
+    assert code["counted"] == lwir["counted"] == {"model": 15, "tool": 6, "step": 4}
+    assert code["done"] == lwir["done"]
