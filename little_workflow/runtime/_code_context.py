@@ -130,8 +130,11 @@ class Driver(Protocol):
         """A recorded value."""
         ...
 
-    def agent(self, site: Site, step: AgentStep) -> Awaitable[JsonValue]:
-        """An agent session's answer."""
+    def agent(
+        self, site: Site, step: AgentStep, workflows: Sequence[tuple[WorkflowSpec, Any]] = ()
+    ) -> Awaitable[JsonValue]:
+        """An agent session's answer; an orchestrator's when ``workflows`` (spec, body) are
+        given."""
         ...
 
 
@@ -282,13 +285,28 @@ class WorkflowContext:
         retry: RetryPolicy | None = None,
         name: str | None = None,
         max_visits: int | None = None,
+        workflows: Sequence[Callable[..., Coroutine[Any, Any, Any]]] = (),
     ) -> Awaitable[JsonValue]:
         """Run an agent on model slot ``slot`` with ``tools`` (registered tools, by name or
         as the callables registered); its answer: text, or the JSON it holds.
 
         Layer C: every model and tool call is committed, and replayed on resume. The
         agent's path is ``name`` (default: the slot's name); ``max_visits`` as ``@step``'s.
+        Given ``workflows`` (``@workflow`` functions), the agent is an orchestrator (LWIR's
+        ``role: orchestrator``): it also gets ``start_workflow``, which runs one of them,
+        by its name, as a sub-run whose id is recorded before it starts.
         """
+        children: list[tuple[WorkflowSpec, Any]] = []
+        for body in workflows:
+            child = workflow_spec(body)
+            if child is None:
+                named = getattr(body, "__qualname__", body)
+                raise ConfigError(f"ctx.agent({slot!r}) workflows: {named!r} is not a @workflow")
+            if any(known.name == child.name for known, _ in children):
+                raise ConfigError(
+                    f"ctx.agent({slot!r}): two of its workflows are named {child.name!r}"
+                )
+            children.append((child, body))
         names = tuple(
             tool if isinstance(tool, str) else str(getattr(tool, "name", None) or tool.__name__)
             for tool in tools
@@ -304,13 +322,14 @@ class WorkflowContext:
                 output=output,
                 max_turns=max_turns,
                 retry=retry or RetryPolicy(),
+                role="orchestrator" if children else "worker",
             )
         except ValidationError as exc:
             raise InvalidValueError(f"ctx.agent({slot!r}): {exc}") from exc
         site = self._driver.site(
             step_name, f"{_HERE}:agent/{slot}", self._scope, max_visits=max_visits
         )
-        return self._driver.agent(site, step)
+        return self._driver.agent(site, step, children)
 
     def now(self) -> Awaitable[float]:
         """The time (seconds since the epoch), recorded: a later pass gets the same."""

@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import inspect
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from little_workflow._failures import error_message, error_names, is_interruption
@@ -42,11 +42,12 @@ from little_workflow.errors import (
     RunFailedError,
     StepFailedError,
     StorageError,
+    ToolArgumentsError,
 )
 from little_workflow.events import StepAttemptStarted, StepFailed
 from little_workflow.lwir import AgentStep, RetryPolicy, StepPath, parse_step_path
 from little_workflow.platform._threads import call_user
-from little_workflow.runtime._agents import SessionRun, run_agent_step
+from little_workflow.runtime._agents import SessionRun, Startable, run_agent_step
 from little_workflow.runtime._code_api import StepSpec, WorkflowSpec
 from little_workflow.runtime._code_context import CallScope, WorkflowContext
 from little_workflow.runtime._core import (
@@ -459,8 +460,11 @@ class CodeRun:
         run.remember(site, output)
         return output
 
-    async def agent(self, site: Site, step: AgentStep) -> JsonValue:
-        """An agent session (Layer C: each model and tool call committed and replayed)."""
+    async def agent(
+        self, site: Site, step: AgentStep, workflows: Sequence[tuple[WorkflowSpec, Any]] = ()
+    ) -> JsonValue:
+        """An agent session (Layer C: each model and tool call committed and replayed);
+        an orchestrator of ``workflows`` (spec, body) when there are any."""
         done, output = self._recorded(site)
         if done:
             return output
@@ -472,12 +476,36 @@ class CodeRun:
             # A code-first prompt is the body's own string, not a template.
             return value
 
+        startable = {spec.name: self._startable(site, spec, body) for spec, body in workflows}
         try:
-            output = await run_agent_step(self.sessions, step, unit, as_given)
+            output = await run_agent_step(
+                self.sessions, step, unit, as_given, startable if workflows else None
+            )
         except StepFailure as failure:
             raise await self._failed(unit, failure) from failure.__cause__
         self.run.remember(site, output)
         return output
+
+    def _startable(self, site: Site, spec: WorkflowSpec, body: Callable[..., Any]) -> Startable:
+        """``body`` as a workflow an orchestrator at ``site`` may start."""
+
+        async def start(workflow_input: dict[str, JsonValue] | None, sub_run_id: str) -> JsonValue:
+            try:
+                bind_input(body, workflow_input, where=f"workflow {spec.name!r}")
+            except InvalidValueError as exc:
+                # The model chose the input: it hears what is wrong and may try again.
+                raise ToolArgumentsError(str(exc)) from exc
+            return await self.start_child(
+                body,
+                workflow_input,
+                run_id=sub_run_id,
+                parent_run_id=self.run_id,
+                parent_step_path=site.text,
+                retry_failed=self.run.retrying,
+            )
+
+        doc = (inspect.getdoc(body) or "").strip().splitlines()
+        return Startable(doc[0] if doc else "(no description)", start)
 
     async def branches(
         self,

@@ -10,8 +10,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from little_workflow.events import StepCompleted
-from tests.examples.support import Example, normalized
+from little_workflow.events import RecordedEvent, StepCompleted
+from tests.examples.support import Example, normalized, sub_run_ids
 
 
 def _run(root: Path, setup: str, workflow: str, given: dict[str, Any]) -> dict[str, Any]:
@@ -20,17 +20,30 @@ def _run(root: Path, setup: str, workflow: str, given: dict[str, Any]) -> dict[s
     output = example.output(
         "--setup", setup, "run", workflow, "--input", json.dumps(given), "--run-id", "form_1"
     )
-    paths = sorted(
-        record.event.step_path
-        for record in example.events("form_1")
-        if isinstance(record.event, StepCompleted)
-    )
+    events = example.events("form_1")
+    paths = _completed(events)
+    # The sub-runs an orchestrator started, in the order it started them: their paths too.
+    sub_runs = [_completed(example.events(run_id)) for run_id in sub_run_ids(events)]
     calls = normalized(example.calls())
     # Model requests differ in wording only where a form says a thing its own way (an
     # LWIR decision's preamble); what the models were asked for is compared by count.
     counted = Counter(line.split(" ", 1)[0] for line in calls.elements())
     done = Counter({line: n for line, n in calls.items() if not line.startswith("model ")})
-    return {"output": output, "paths": paths, "counted": counted, "done": done}
+    return {
+        "output": output,
+        "paths": paths,
+        "sub_runs": sub_runs,
+        "calls": calls,
+        "counted": counted,
+        "done": done,
+    }
+
+
+def _completed(events: list[RecordedEvent]) -> list[str]:
+    """The paths of the steps a run completed, sorted."""
+    return sorted(
+        record.event.step_path for record in events if isinstance(record.event, StepCompleted)
+    )
 
 
 #: Stands for a workspace folder of the run's own (the two forms must not share one).
@@ -56,3 +69,20 @@ def test_the_review_pipeline_gives_the_same_output_and_paths_in_both_forms(
     assert "revise.visit[0]" in code["paths"]
     assert code["counted"] == lwir["counted"] == {"model": 15, "tool": 6, "step": 4}
     assert code["done"] == lwir["done"]
+
+
+def test_the_orchestrator_gives_the_same_output_and_paths_in_both_forms(tmp_path: Path) -> None:
+    setup = "examples.orchestrator.setup:setup"
+    given = {
+        "question": "Where should a small team keep its workflow runs?",
+        "options": ["SQLite", "PostgreSQL"],
+    }
+    lwir = _run(tmp_path / "lwir", setup, "examples/orchestrator/workflow.yaml", given)
+    code = _run(tmp_path / "code", setup, "examples.orchestrator.workflow:tech_choice", given)
+    assert code["output"] == lwir["output"]
+    assert code["output"]["recommendation"] == "SQLite"
+    assert code["paths"] == lwir["paths"] == ["brief", "lead"]
+    # The lead started one research sub-run per option, in both forms.
+    assert code["sub_runs"] == lwir["sub_runs"] == [["researcher"], ["researcher"]]
+    # The prompts are the LWIR files': the models were asked the very same things.
+    assert code["calls"] == lwir["calls"]
