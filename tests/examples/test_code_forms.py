@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from little_workflow.events import RecordedEvent, StepCompleted
-from tests.examples.support import Example, normalized, sub_run_ids
+from tests.examples.support import REPO, Example, normalized, sub_run_ids
 
 
 def _run(root: Path, setup: str, workflow: str, given: dict[str, Any]) -> dict[str, Any]:
@@ -85,4 +85,26 @@ def test_the_orchestrator_gives_the_same_output_and_paths_in_both_forms(tmp_path
     # The lead started one research sub-run per option, in both forms.
     assert code["sub_runs"] == lwir["sub_runs"] == [["researcher"], ["researcher"]]
     # The prompts are the LWIR files': the models were asked the very same things.
+    assert code["calls"] == lwir["calls"]
+
+
+def _loop(root: Path, workflow: str) -> dict[str, Any]:
+    example = Example(root)
+    setup = "examples.outer_loop.setup:setup"
+    given = (REPO / "examples/outer_loop/input.json").read_text(encoding="utf-8")
+    supervise = "examples.outer_loop.setup:supervise"
+    args = ["--max-cycles", "5", "--supervise", supervise, "--outer-loop-id", "ol_form"]
+    output = example.output("--setup", setup, "loop", workflow, "--input", given, *args)
+    status = example.output("loop-status", "ol_form", "--json")
+    cycles = [_completed(example.events(cycle["runId"])) for cycle in status["cycles"]]
+    return {"output": output, "cycles": cycles, "calls": normalized(example.calls())}
+
+
+def test_the_outer_loop_gives_the_same_output_and_paths_in_both_forms(tmp_path: Path) -> None:
+    lwir = _loop(tmp_path / "lwir", "examples/outer_loop/workflow.yaml")
+    code = _loop(tmp_path / "code", "examples.outer_loop.workflow:announcement")
+    assert code["output"] == lwir["output"]
+    assert code["output"]["cycles"] == 3
+    assert code["cycles"] == lwir["cycles"] == [["check", "draft"]] * 3
+    # The same drafts asked of the model, the same checks, supervise() once per cycle.
     assert code["calls"] == lwir["calls"]
