@@ -3,8 +3,9 @@
 The same steps at the same paths (``collect.visit[0]``, ``review.visit[0][quickstart]
 .reviewer``, ``editor.visit[0]``, ...) and the same output as the LWIR document, given the
 same models: ``tests/examples/test_code_forms.py`` runs both and compares them. What the
-document says with ``maxVisits``, ``next:`` and a decision's routes, the body says with a
-``for`` loop, ``max_visits`` and an ``if``; the documents still travel through the run's
+document says with ``maxVisits`` and ``next:``, the body says with a ``for`` loop and
+``max_visits``; the editor is a ``ctx.decide`` (LWIR's ``decision`` with an agent) and the
+body follows its route with an ``if``; the documents still travel through the run's
 working copy, so the step functions are ``setup.py``'s. Run it with::
 
     little-workflow --setup examples.review_pipeline.setup:setup \\
@@ -36,8 +37,7 @@ REVIEWER = (
 EDITOR = (
     "You are the editor of a documentation set. You get one review per document. Approve "
     "the set when every review approves; otherwise send it back for revision with a note "
-    'for the writer.\n\nAnswer with JSON only: {"route": "approve" or "revise", "output": '
-    '{"note": <your note>}}.'
+    "for the writer.\n"
 )
 WRITER = (
     "You revise documents. Act on each issue the reviewers raised and change nothing else. "
@@ -103,25 +103,23 @@ async def review_pipeline(ctx: WorkflowContext, documents: str, workspace: str) 
             name="review",
             max_visits=ROUNDS,
         )
-        decision = _object(
+        decision = await ctx.decide(
             "editor",
-            await ctx.agent(
-                "editor",
-                prompt=_json(reviews),
-                instructions=EDITOR,
-                output="json",
-                max_visits=ROUNDS,
-            ),
+            prompt=_json(reviews),
+            routes=["approve", "revise"],
+            instructions=EDITOR,
+            max_visits=ROUNDS,
         )
-        if decision["route"] == "approve":
+        editor = _object("editor", decision.output)
+        if decision.route == "approve":
             published = await ctx.step(publish, found["documents"])
             return {
                 "published": published,
-                "editor": decision["output"],
+                "editor": editor,
                 "reviews": reviews,
                 "documents": found["documents"],
             }
-        brief = {"note": decision["output"]["note"], "reviews": reviews}
+        brief = {"note": editor["note"], "reviews": reviews}
         brief["documents"] = found["documents"]
         revised = _object(
             "revise",

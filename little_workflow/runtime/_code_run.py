@@ -42,14 +42,18 @@ from little_workflow.errors import (
     RunFailedError,
     StepFailedError,
     StorageError,
-    ToolArgumentsError,
 )
 from little_workflow.events import StepAttemptStarted, StepFailed
-from little_workflow.lwir import AgentStep, RetryPolicy, StepPath, parse_step_path
+from little_workflow.lwir import AgentStep, DecisionStep, RetryPolicy, StepPath, parse_step_path
 from little_workflow.platform._threads import call_user
-from little_workflow.runtime._agents import SessionRun, Startable, run_agent_step
+from little_workflow.runtime._agents import (
+    SessionRun,
+    Startable,
+    run_agent_step,
+)
 from little_workflow.runtime._code_api import StepSpec, WorkflowSpec
 from little_workflow.runtime._code_context import CallScope, WorkflowContext
+from little_workflow.runtime._code_sessions import as_given, decide_once, startable
 from little_workflow.runtime._core import (
     DurableRun,
     Outbox,
@@ -472,40 +476,51 @@ class CodeRun:
             raise ConfigError(f"run {self.run_id!r}: this pass offers no agents")
         unit = StepUnit(site=site, kind="agent", step_id=step.id, retry=step.retry or _NO_RETRY)
 
-        def as_given(value: JsonValue, _step: object, _path: str, _field: str) -> JsonValue:
-            # A code-first prompt is the body's own string, not a template.
-            return value
-
-        startable = {spec.name: self._startable(site, spec, body) for spec, body in workflows}
+        offered = {spec.name: self._startable(site, spec, body) for spec, body in workflows}
         try:
             output = await run_agent_step(
-                self.sessions, step, unit, as_given, startable if workflows else None
+                self.sessions, step, unit, as_given, offered if workflows else None
             )
         except StepFailure as failure:
             raise await self._failed(unit, failure) from failure.__cause__
         self.run.remember(site, output)
         return output
 
+    async def decide(self, site: Site, step: DecisionStep) -> tuple[str, JsonValue]:
+        """An agent decision (LWIR's ``decision`` with an ``agent``): route and output."""
+        record = self.state.steps.get(site.text)
+        if record is not None and record.status == "completed":
+            hit = self.run.recorded(site.text, site.identity)
+            assert hit is not None
+            output, route = self.run.replay(site.text, hit)
+            assert route is not None
+            return route, output
+        self._recorded(site)  # a recorded failure is raised again
+        if self.sessions is None:
+            raise ConfigError(f"run {self.run_id!r}: this pass offers no agents")
+        unit = StepUnit(site=site, kind="decision", step_id=step.id, retry=step.retry)
+        try:
+            return await decide_once(self.run, self.sessions, step, unit)
+        except StepFailure as failure:
+            raise await self._failed(unit, failure) from failure.__cause__
+
     def _startable(self, site: Site, spec: WorkflowSpec, body: Callable[..., Any]) -> Startable:
         """``body`` as a workflow an orchestrator at ``site`` may start."""
 
-        async def start(workflow_input: dict[str, JsonValue] | None, sub_run_id: str) -> JsonValue:
-            try:
-                bind_input(body, workflow_input, where=f"workflow {spec.name!r}")
-            except InvalidValueError as exc:
-                # The model chose the input: it hears what is wrong and may try again.
-                raise ToolArgumentsError(str(exc)) from exc
-            return await self.start_child(
-                body,
-                workflow_input,
-                run_id=sub_run_id,
+        def bind(function: Callable[..., Any], given: object) -> object:
+            return bind_input(function, given, where=f"workflow {spec.name!r}")
+
+        def start(function: Callable[..., Any], given: JsonValue, run_id: str) -> Any:
+            return self.start_child(
+                function,
+                given,
+                run_id=run_id,
                 parent_run_id=self.run_id,
                 parent_step_path=site.text,
                 retry_failed=self.run.retrying,
             )
 
-        doc = (inspect.getdoc(body) or "").strip().splitlines()
-        return Startable(doc[0] if doc else "(no description)", start)
+        return startable(spec, body, bind, start)
 
     async def branches(
         self,

@@ -24,18 +24,20 @@ def _run(root: Path, setup: str, workflow: str, given: dict[str, Any]) -> dict[s
     paths = _completed(events)
     # The sub-runs an orchestrator started, in the order it started them: their paths too.
     sub_runs = [_completed(example.events(run_id)) for run_id in sub_run_ids(events)]
+    kinds = sorted(
+        (record.event.step_path, record.event.kind, record.event.route)
+        for record in events
+        if isinstance(record.event, StepCompleted)
+    )
     calls = normalized(example.calls())
-    # Model requests differ in wording only where a form says a thing its own way (an
-    # LWIR decision's preamble); what the models were asked for is compared by count.
     counted = Counter(line.split(" ", 1)[0] for line in calls.elements())
-    done = Counter({line: n for line, n in calls.items() if not line.startswith("model ")})
     return {
         "output": output,
         "paths": paths,
+        "kinds": kinds,
         "sub_runs": sub_runs,
         "calls": calls,
         "counted": counted,
-        "done": done,
     }
 
 
@@ -67,8 +69,12 @@ def test_the_review_pipeline_gives_the_same_output_and_paths_in_both_forms(
     assert "review.visit[1][quickstart].reviewer" in code["paths"]
     assert "editor.visit[1]" in code["paths"]
     assert "revise.visit[0]" in code["paths"]
+    # The editor is a decision in both forms, with the same routes; the steps' kinds too.
+    assert code["kinds"] == lwir["kinds"]
+    assert ("editor.visit[1]", "decision", "approve") in code["kinds"]
     assert code["counted"] == lwir["counted"] == {"model": 15, "tool": 6, "step": 4}
-    assert code["done"] == lwir["done"]
+    # The prompts are the document's: the models were asked the very same things.
+    assert code["calls"] == lwir["calls"]
 
 
 def test_the_orchestrator_gives_the_same_output_and_paths_in_both_forms(tmp_path: Path) -> None:
@@ -82,6 +88,7 @@ def test_the_orchestrator_gives_the_same_output_and_paths_in_both_forms(tmp_path
     assert code["output"] == lwir["output"]
     assert code["output"]["recommendation"] == "SQLite"
     assert code["paths"] == lwir["paths"] == ["brief", "lead"]
+    assert code["kinds"] == lwir["kinds"]
     # The lead started one research sub-run per option, in both forms.
     assert code["sub_runs"] == lwir["sub_runs"] == [["researcher"], ["researcher"]]
     # The prompts are the LWIR files': the models were asked the very same things.
