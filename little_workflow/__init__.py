@@ -118,6 +118,7 @@ if TYPE_CHECKING:
     from little_workflow.platform import create_local_subprocess_adapter
     from little_workflow.platform.ipc import create_durable_outbound_queue
     from little_workflow.runtime import (
+        Decision,
         Happened,
         ReplayResult,
         RunResult,
@@ -249,6 +250,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "little_workflow.platform": ("create_local_subprocess_adapter",),
     "little_workflow.platform.ipc": ("create_durable_outbound_queue",),
     "little_workflow.runtime": (
+        "Decision",
         "Happened",
         "ReplayResult",
         "RunResult",
@@ -298,6 +300,7 @@ __all__ = [
     "ConflictError",
     "Context",
     "CorruptDataError",
+    "Decision",
     "DecisionStep",
     "EventLog",
     "ExecuteStep",

@@ -9,6 +9,7 @@ import click
 
 from little_workflow.cli._main import Options, execute, input_option, print_json, read_input
 from little_workflow.cli._runs import _runtime
+from little_workflow.cli._workflow_arg import workflow_argument
 
 
 def _supervisor(reference: str) -> Any:
@@ -25,7 +26,7 @@ def _supervisor(reference: str) -> Any:
 
 
 @click.command()
-@click.argument("workflow", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@workflow_argument
 @input_option("The loop's input")
 @click.option(
     "--max-cycles", type=click.IntRange(min=1), required=True, help="At most this many cycles."
@@ -48,14 +49,17 @@ def _supervisor(reference: str) -> Any:
 def loop(
     options: Options,
     *,
-    workflow: Path,
+    workflow: Path | str,
     input_text: str | None,
     max_cycles: int,
     supervise_reference: str,
     outer_loop_id: str | None,
     timeout: float | None,
 ) -> None:
-    """Run WORKFLOW cycle after cycle until the supervisor is done; print its final output."""
+    """Run WORKFLOW cycle after cycle until the supervisor is done; print its final output.
+
+    WORKFLOW is an LWIR file or a code-first module:function, as for run.
+    """
     loop_input = read_input(input_text)
     supervise = _supervisor(supervise_reference)
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from little_workflow.durable._side_effects import Happened, SideEffect, side_effect
 from little_workflow.runtime._code_api import step, workflow
-from little_workflow.runtime._code_context import WorkflowContext
+from little_workflow.runtime._code_context import Decision, WorkflowContext
 from little_workflow.runtime._code_run import current_step
 from little_workflow.runtime._core import Site
 from little_workflow.runtime._datadir import DataDir
@@ -38,6 +38,7 @@ __all__ = [
     "Cycle",
     "CycleRecord",
     "DataDir",
+    "Decision",
     "Done",
     "GcReport",
     "Happened",

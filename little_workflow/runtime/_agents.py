@@ -19,7 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -51,8 +51,10 @@ __all__ = [
     "Fixer",
     "Render",
     "SessionRun",
+    "Startable",
     "decide_with_agent",
     "fixer_decisions",
+    "pinned_workflows",
     "run_agent_step",
     "run_fixer",
     "run_session",
@@ -194,11 +196,17 @@ def _text(value: JsonValue) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
-def _orchestrator_toolset(session: SessionRun, step: AgentStep, path: str) -> Toolset:
-    """The runtime's tools plus ``start_workflow`` over the step's pinned workflows."""
-    from little_workflow.harness._harness import ToolHook, Toolset
-    from little_workflow.harness._tools import tool
+@dataclass(frozen=True, slots=True)
+class Startable:
+    """A workflow an orchestrator may start: its description for the model, and how to
+    run it as a sub-run (``start(input, sub_run_id)`` -> its output)."""
 
+    description: str
+    start: Callable[[dict[str, JsonValue] | None, str], Awaitable[JsonValue]]
+
+
+def pinned_workflows(session: SessionRun, step: AgentStep, path: str) -> dict[str, Startable]:
+    """An LWIR orchestrator's startable workflows: the step's pinned ``workflows``."""
     available: dict[str, WorkflowVersion] = {}
     for reference in step.workflows:
         child = session.version.child(reference)
@@ -206,9 +214,30 @@ def _orchestrator_toolset(session: SessionRun, step: AgentStep, path: str) -> To
             raise ConfigError(
                 f"orchestrator {path!r}: two of its workflows are named {child.name!r}"
             )
+
+    def starter(version: WorkflowVersion) -> Startable:
+        async def start(workflow_input: dict[str, JsonValue] | None, sub_run_id: str) -> JsonValue:
+            return await session.sub_runner.run_child(
+                version,
+                workflow_input,
+                run_id=sub_run_id,
+                parent_run_id=session.run.run_id,
+                parent_step_path=path,
+                retry_failed=session.run.retrying,
+            )
+
+        return Startable(version.workflow.description or "(no description)", start)
+
+    return {name: starter(version) for name, version in available.items()}
+
+
+def _orchestrator_toolset(session: SessionRun, available: Mapping[str, Startable]) -> Toolset:
+    """The runtime's tools plus ``start_workflow`` over the ``available`` workflows."""
+    from little_workflow.harness._harness import ToolHook, Toolset
+    from little_workflow.harness._tools import tool
+
     listing = "\n".join(
-        f"- {name}: {version.workflow.description or '(no description)'}"
-        for name, version in sorted(available.items())
+        f"- {name}: {startable.description}" for name, startable in sorted(available.items())
     )
 
     async def start_workflow(workflow: str, input: dict[str, Any] | None = None) -> JsonValue:
@@ -244,14 +273,7 @@ def _orchestrator_toolset(session: SessionRun, step: AgentStep, path: str) -> To
         if workflow_input is not None and not isinstance(workflow_input, dict):
             raise ToolArgumentsError("argument 'input' must be an object")
         assert isinstance(sub_run_id, str)
-        return await session.sub_runner.run_child(
-            available[name],
-            workflow_input,
-            run_id=sub_run_id,
-            parent_run_id=session.run.run_id,
-            parent_step_path=path,
-            retry_failed=session.run.retrying,
-        )
+        return await available[name].start(workflow_input, sub_run_id)
 
     return Toolset(
         [*session.host.toolset.registry, start],
@@ -260,9 +282,16 @@ def _orchestrator_toolset(session: SessionRun, step: AgentStep, path: str) -> To
 
 
 async def run_agent_step(
-    session: SessionRun, step: AgentStep, unit: StepUnit, render: Render
+    session: SessionRun,
+    step: AgentStep,
+    unit: StepUnit,
+    render: Render,
+    startable: Mapping[str, Startable] | None = None,
 ) -> JsonValue:
-    """Run (or resume) the step's session; commit its output with the step's completion."""
+    """Run (or resume) the step's session; commit its output with the step's completion.
+
+    An orchestrator starts the ``startable`` workflows (default: the step's pinned ones).
+    """
     from little_workflow.harness._agent import agent
     from little_workflow.runtime._planner import (
         parse_json_answer,
@@ -278,7 +307,9 @@ async def run_agent_step(
     toolset: Toolset | None = None
     graph: GraphStep = agent(slot=step.slot, tools=step.tools, max_turns=step.max_turns)
     if step.role == "orchestrator":
-        toolset = _orchestrator_toolset(session, step, path)
+        if startable is None:
+            startable = pinned_workflows(session, step, path)
+        toolset = _orchestrator_toolset(session, startable)
         graph = agent(slot=step.slot, tools=(*step.tools, START_WORKFLOW), max_turns=step.max_turns)
     elif step.role == "planner":
         instructions = planner_instructions(session.host, instructions)

@@ -22,7 +22,14 @@ from pydantic import ValidationError
 
 from little_workflow.codec import JsonValue
 from little_workflow.errors import ConfigError, InvalidValueError
-from little_workflow.lwir import AgentStep, RetryPolicy, StepPath, branch_key
+from little_workflow.lwir import (
+    AgentStep,
+    DecisionAgent,
+    DecisionStep,
+    RetryPolicy,
+    StepPath,
+    branch_key,
+)
 from little_workflow.runtime._code_api import (
     StepSpec,
     WorkflowSpec,
@@ -130,9 +137,25 @@ class Driver(Protocol):
         """A recorded value."""
         ...
 
-    def agent(self, site: Site, step: AgentStep) -> Awaitable[JsonValue]:
-        """An agent session's answer."""
+    def decide(self, site: Site, step: DecisionStep) -> Awaitable[tuple[str, JsonValue]]:
+        """An agent decision's route and output."""
         ...
+
+    def agent(
+        self, site: Site, step: AgentStep, workflows: Sequence[tuple[WorkflowSpec, Any]] = ()
+    ) -> Awaitable[JsonValue]:
+        """An agent session's answer; an orchestrator's when ``workflows`` (spec, body) are
+        given."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """What ``ctx.decide`` answers: the route the agent chose, and what it passed on (the
+    route name itself when it passed nothing)."""
+
+    route: str
+    output: JsonValue
 
 
 class WorkflowContext:
@@ -282,13 +305,28 @@ class WorkflowContext:
         retry: RetryPolicy | None = None,
         name: str | None = None,
         max_visits: int | None = None,
+        workflows: Sequence[Callable[..., Coroutine[Any, Any, Any]]] = (),
     ) -> Awaitable[JsonValue]:
         """Run an agent on model slot ``slot`` with ``tools`` (registered tools, by name or
         as the callables registered); its answer: text, or the JSON it holds.
 
         Layer C: every model and tool call is committed, and replayed on resume. The
         agent's path is ``name`` (default: the slot's name); ``max_visits`` as ``@step``'s.
+        Given ``workflows`` (``@workflow`` functions), the agent is an orchestrator (LWIR's
+        ``role: orchestrator``): it also gets ``start_workflow``, which runs one of them,
+        by its name, as a sub-run whose id is recorded before it starts.
         """
+        children: list[tuple[WorkflowSpec, Any]] = []
+        for body in workflows:
+            child = workflow_spec(body)
+            if child is None:
+                named = getattr(body, "__qualname__", body)
+                raise ConfigError(f"ctx.agent({slot!r}) workflows: {named!r} is not a @workflow")
+            if any(known.name == child.name for known, _ in children):
+                raise ConfigError(
+                    f"ctx.agent({slot!r}): two of its workflows are named {child.name!r}"
+                )
+            children.append((child, body))
         names = tuple(
             tool if isinstance(tool, str) else str(getattr(tool, "name", None) or tool.__name__)
             for tool in tools
@@ -304,13 +342,60 @@ class WorkflowContext:
                 output=output,
                 max_turns=max_turns,
                 retry=retry or RetryPolicy(),
+                role="orchestrator" if children else "worker",
             )
         except ValidationError as exc:
             raise InvalidValueError(f"ctx.agent({slot!r}): {exc}") from exc
         site = self._driver.site(
             step_name, f"{_HERE}:agent/{slot}", self._scope, max_visits=max_visits
         )
-        return self._driver.agent(site, step)
+        return self._driver.agent(site, step, children)
+
+    def decide(
+        self,
+        slot: str,
+        *,
+        prompt: str,
+        routes: Sequence[str],
+        instructions: str | None = None,
+        tools: Sequence[str | Callable[..., Any]] = (),
+        max_turns: int = 4,
+        retry: RetryPolicy | None = None,
+        name: str | None = None,
+        max_visits: int | None = None,
+    ) -> Awaitable[Decision]:
+        """Ask an agent on model slot ``slot`` to choose one of ``routes``; its ``Decision``.
+
+        LWIR's ``decision`` with an ``agent``, to the letter: the routes are listed for the
+        model after ``instructions``, it answers a route name or ``{"route": name,
+        "output": value}``, and the step is committed as a ``decision`` with its route. A
+        route not in ``routes`` fails the step (``unknown_route``). Its path is ``name``
+        (default: the slot's name); ``max_visits`` as ``@step``'s.
+        """
+        names = tuple(
+            tool if isinstance(tool, str) else str(getattr(tool, "name", None) or tool.__name__)
+            for tool in tools
+        )
+        step_name = name or slot
+        try:
+            step = DecisionStep(
+                id=step_name,
+                agent=DecisionAgent(
+                    slot=slot,
+                    instructions=instructions,
+                    prompt=prompt,
+                    tools=names,
+                    max_turns=max_turns,
+                ),
+                routes={route: route for route in routes},
+                retry=retry or RetryPolicy(),
+            )
+        except ValidationError as exc:
+            raise InvalidValueError(f"ctx.decide({slot!r}): {exc}") from exc
+        site = self._driver.site(
+            step_name, f"{_HERE}:decide/{slot}", self._scope, max_visits=max_visits
+        )
+        return _as_decision(self._driver.decide(site, step))
 
     def now(self) -> Awaitable[float]:
         """The time (seconds since the epoch), recorded: a later pass gets the same."""
@@ -337,6 +422,11 @@ class WorkflowContext:
                 f"a recorded value is {type(result).__name__}, not {kind.__name__}"
             )
         return result
+
+
+async def _as_decision(decided: Awaitable[tuple[str, JsonValue]]) -> Decision:
+    route, output = await decided
+    return Decision(route=route, output=output)
 
 
 async def _as_uuid(text: Awaitable[str]) -> uuid.UUID:

@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import inspect
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from little_workflow._failures import error_message, error_names, is_interruption
@@ -44,11 +44,16 @@ from little_workflow.errors import (
     StorageError,
 )
 from little_workflow.events import StepAttemptStarted, StepFailed
-from little_workflow.lwir import AgentStep, RetryPolicy, StepPath, parse_step_path
+from little_workflow.lwir import AgentStep, DecisionStep, RetryPolicy, StepPath, parse_step_path
 from little_workflow.platform._threads import call_user
-from little_workflow.runtime._agents import SessionRun, run_agent_step
+from little_workflow.runtime._agents import (
+    SessionRun,
+    Startable,
+    run_agent_step,
+)
 from little_workflow.runtime._code_api import StepSpec, WorkflowSpec
 from little_workflow.runtime._code_context import CallScope, WorkflowContext
+from little_workflow.runtime._code_sessions import as_given, decide_once, startable
 from little_workflow.runtime._core import (
     DurableRun,
     Outbox,
@@ -459,8 +464,11 @@ class CodeRun:
         run.remember(site, output)
         return output
 
-    async def agent(self, site: Site, step: AgentStep) -> JsonValue:
-        """An agent session (Layer C: each model and tool call committed and replayed)."""
+    async def agent(
+        self, site: Site, step: AgentStep, workflows: Sequence[tuple[WorkflowSpec, Any]] = ()
+    ) -> JsonValue:
+        """An agent session (Layer C: each model and tool call committed and replayed);
+        an orchestrator of ``workflows`` (spec, body) when there are any."""
         done, output = self._recorded(site)
         if done:
             return output
@@ -468,16 +476,51 @@ class CodeRun:
             raise ConfigError(f"run {self.run_id!r}: this pass offers no agents")
         unit = StepUnit(site=site, kind="agent", step_id=step.id, retry=step.retry or _NO_RETRY)
 
-        def as_given(value: JsonValue, _step: object, _path: str, _field: str) -> JsonValue:
-            # A code-first prompt is the body's own string, not a template.
-            return value
-
+        offered = {spec.name: self._startable(site, spec, body) for spec, body in workflows}
         try:
-            output = await run_agent_step(self.sessions, step, unit, as_given)
+            output = await run_agent_step(
+                self.sessions, step, unit, as_given, offered if workflows else None
+            )
         except StepFailure as failure:
             raise await self._failed(unit, failure) from failure.__cause__
         self.run.remember(site, output)
         return output
+
+    async def decide(self, site: Site, step: DecisionStep) -> tuple[str, JsonValue]:
+        """An agent decision (LWIR's ``decision`` with an ``agent``): route and output."""
+        record = self.state.steps.get(site.text)
+        if record is not None and record.status == "completed":
+            hit = self.run.recorded(site.text, site.identity)
+            assert hit is not None
+            output, route = self.run.replay(site.text, hit)
+            assert route is not None
+            return route, output
+        self._recorded(site)  # a recorded failure is raised again
+        if self.sessions is None:
+            raise ConfigError(f"run {self.run_id!r}: this pass offers no agents")
+        unit = StepUnit(site=site, kind="decision", step_id=step.id, retry=step.retry)
+        try:
+            return await decide_once(self.run, self.sessions, step, unit)
+        except StepFailure as failure:
+            raise await self._failed(unit, failure) from failure.__cause__
+
+    def _startable(self, site: Site, spec: WorkflowSpec, body: Callable[..., Any]) -> Startable:
+        """``body`` as a workflow an orchestrator at ``site`` may start."""
+
+        def bind(function: Callable[..., Any], given: object) -> object:
+            return bind_input(function, given, where=f"workflow {spec.name!r}")
+
+        def start(function: Callable[..., Any], given: JsonValue, run_id: str) -> Any:
+            return self.start_child(
+                function,
+                given,
+                run_id=run_id,
+                parent_run_id=self.run_id,
+                parent_step_path=site.text,
+                retry_failed=self.run.retrying,
+            )
+
+        return startable(spec, body, bind, start)
 
     async def branches(
         self,

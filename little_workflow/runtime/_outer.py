@@ -32,7 +32,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
@@ -78,7 +78,7 @@ class OuterHost(ServiceHost, Protocol):
 
     async def run(
         self,
-        workflow: Workflow | str | os.PathLike[str],
+        workflow: Workflow | str | os.PathLike[str] | Callable[..., Any],
         input: object = None,
         *,
         run_id: str | None = None,
@@ -371,7 +371,7 @@ def _callable_name(value: object) -> str:
 
 async def run_outer_loop(
     runtime: OuterHost,
-    workflow: Workflow | str | os.PathLike[str],
+    workflow: Workflow | str | os.PathLike[str] | Callable[..., Any],
     input: JsonValue,
     *,
     max_outer_cycles: int,
@@ -389,8 +389,7 @@ async def run_outer_loop(
         raise ConfigError(f"max_outer_cycles must be at least 1, not {max_outer_cycles}")
     _check_supervise(supervise)
     await runtime.open()
-    model, source = load_model(workflow)
-    goal_hash = definition_hash(model)
+    target, goal_hash, description = _goal(workflow)
     input_hash = sha256_digest(input)
     # Only a missing id is generated: an empty one is a mistake, refused by manifest_path.
     loop_id = new_id("ol") if outer_loop_id is None else outer_loop_id
@@ -407,8 +406,8 @@ async def run_outer_loop(
                 runtime,
                 path=path,
                 loop_id=loop_id,
-                model=model,
-                source=source,
+                target=target,
+                description=description,
                 input=input,
                 goal_hash=goal_hash,
                 input_hash=input_hash,
@@ -419,13 +418,39 @@ async def run_outer_loop(
         lock.release()
 
 
+def _goal(
+    workflow: Workflow | str | os.PathLike[str] | Callable[..., Any],
+) -> tuple[Workflow | Path | Callable[..., Any], str, str | None]:
+    """What each cycle runs, the goal's hash and its description.
+
+    A code-first workflow's goal is its qualified name, not its source: as for a run,
+    a resumed loop may go on with changed code (docs/code-first.md, "Versioning").
+    """
+    from little_workflow.runtime._code_api import workflow_spec
+    from little_workflow.runtime._code_program import code_workflow
+
+    function = code_workflow(workflow)
+    if function is not None:
+        spec = workflow_spec(function)
+        assert spec is not None
+        lines = (inspect.getdoc(function) or "").strip().splitlines()
+        return function, sha256_digest(spec.version_id), lines[0] if lines else None
+    if callable(workflow):
+        named = getattr(workflow, "__qualname__", workflow)
+        raise ConfigError(
+            f"an outer loop runs a @workflow function or an LWIR workflow, not {named!r}"
+        )
+    model, source = load_model(workflow)
+    return model if source is None else source, definition_hash(model), model.description
+
+
 async def _drive(
     runtime: OuterHost,
     *,
     path: Path,
     loop_id: str,
-    model: Workflow,
-    source: Path | None,
+    target: Workflow | Path | Callable[..., Any],
+    description: str | None,
     input: JsonValue,
     goal_hash: str,
     input_hash: str,
@@ -436,7 +461,7 @@ async def _drive(
     if manifest is None:
         manifest = OuterLoopManifest(
             outer_loop_id=loop_id,
-            goal=OuterLoopGoal(workflow_definition_hash=goal_hash, description=model.description),
+            goal=OuterLoopGoal(workflow_definition_hash=goal_hash, description=description),
             max_cycles=max_cycles,
             input_hash=input_hash,
         )
@@ -468,7 +493,7 @@ async def _drive(
             ],
         }
         result = await runtime.run(
-            model if source is None else source,
+            target,
             cycle_input,
             run_id=run_id,
             outer_loop=(loop_id, number),

@@ -207,7 +207,7 @@ class Runtime(RunResources):
 
     async def run_outer_loop(
         self,
-        workflow: Workflow | str | os.PathLike[str],
+        workflow: Workflow | str | os.PathLike[str] | Callable[..., Any],
         input: object = None,
         *,
         max_outer_cycles: int,
@@ -216,6 +216,9 @@ class Runtime(RunResources):
         timeout: float | None = None,
     ) -> OuterLoopOutcome:
         """Run ``workflow`` cycle after cycle until ``supervise()`` is done (Layer B).
+
+        ``workflow`` is what ``run`` takes: an LWIR model or file, a ``@workflow``
+        function or a ``module:function`` naming one.
 
         See ``little_workflow.runtime._outer`` for the manifest, the order of writes and
         what a resume requires. ``supervise(cycle)`` returns ``Done(final_output)`` or

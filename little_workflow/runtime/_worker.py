@@ -14,7 +14,10 @@ claims up to ``concurrency`` runs at a time (``RunQueue.claim``), drives each wi
   more written, and the worker holding the newer lease resumes it by replay;
 * the worker is asked to stop (``stop()``, SIGTERM/SIGINT from the CLI): it claims no
   more, cancels what it drives (nothing is recorded as cancelled: an interrupted walk
-  just stops) and releases those leases, so another worker takes them at once.
+  just stops) and releases those leases, so another worker takes them at once;
+* its code-first workflow cannot be imported here (``workflow_not_importable``: the module
+  is not installed on this machine): nothing is written to the run, one line goes to the
+  log, and the lease is released at once, so the run stays queued for a worker that can.
 
 A worker killed outright releases nothing: its leases expire after ``lease_seconds``
 and the runs are claimed again then (on SQLite at once: a lease dies with its process).
@@ -62,6 +65,8 @@ class WorkerReport:
     leases_lost: int = 0
     #: Runs given back when it stopped.
     released: int = 0
+    #: Claims given back at once because their workflow could not be imported here.
+    not_importable: int = 0
     #: Runs that ended in an error other than the run's own failure (storage down...);
     #: their leases lapse and another worker retries them.
     errors: int = 0
@@ -114,6 +119,8 @@ class Worker:
         self._draining: dict[Fence, asyncio.Task[None]] = {}
         #: Leases held for sub-runs a run of ours drives itself (``hold``): renewed too.
         self._extra: set[Fence] = set()
+        #: Runs whose workflow this worker could not import (logged once each).
+        self._unimportable: set[str] = set()
         self._stopping = asyncio.Event()
         self._wake = asyncio.Event()
 
@@ -249,9 +256,12 @@ class Worker:
             if fence in self._lapsed:
                 self.report.leases_lost += 1  # cancelled by the heartbeat: lease gone
             raise
-        except Exception:
-            self.report.errors += 1
-            _log.exception("worker %s: run %s ended in an error", self.worker_id, claim.run_id)
+        except Exception as exc:
+            if isinstance(exc, LittleWorkflowError) and exc.code == "workflow_not_importable":
+                await self._give_back(queue, claim, exc)
+            else:
+                self.report.errors += 1
+                _log.exception("worker %s: run %s ended in an error", self.worker_id, claim.run_id)
         finally:
             entry = self._running.get(claim.run_id)
             if entry is not None and entry[0] == fence:
@@ -259,6 +269,28 @@ class Worker:
             self._draining.pop(fence, None)
             self._lapsed.discard(fence)
             self._wake.set()
+
+    async def _give_back(self, queue: RunQueue, claim: Claim, error: LittleWorkflowError) -> None:
+        """Release a run whose workflow this worker cannot import, for a worker that can."""
+        self.report.not_importable += 1
+        if claim.run_id not in self._unimportable:
+            self._unimportable.add(claim.run_id)
+            message = " ".join(str(error).split())
+            _log.warning(
+                "worker %s: run %s released: %s: %s",
+                self.worker_id,
+                claim.run_id,
+                error.code,
+                message,
+            )
+        entry = self._running.get(claim.run_id)
+        if entry is not None and entry[0] == claim.fence:
+            del self._running[claim.run_id]  # no more renewals of a lease given back
+        with contextlib.suppress(LittleWorkflowError):
+            await queue.release(claim.fence)
+        # The run is queued again, and a claim here at once would get it back: this
+        # worker's next claim waits a poll interval, so that another can take it meanwhile.
+        await asyncio.sleep(self.poll_interval)
 
     async def _heartbeat(self, queue: RunQueue) -> None:
         interval = self.lease_seconds / 3

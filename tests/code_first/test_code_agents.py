@@ -3,12 +3,14 @@ committed, and a resume replays them instead of calling again."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
-from little_workflow import WorkflowContext, workflow
+from little_workflow import StepFailedError, WorkflowContext, workflow
 from little_workflow.events import HarnessModelCalled, StepCompleted
+from little_workflow.harness.models import ModelRequest, scripted
 from tests.runtime.session_support import make
 from tests.runtime.support import Crash
 
@@ -51,3 +53,43 @@ async def test_a_resumed_agent_replays_its_committed_calls(tmp_path: Path) -> No
     assert [name for name, _ in tools.calls] == ["score"]
     assert provider.calls == 1
     assert result.replayed_calls == 3
+
+
+def _decider(request: ModelRequest) -> str:
+    prompt = next(m.content or "" for m in request.messages if m.role == "user")
+    system = next((m.content or "" for m in request.messages if m.role == "system"), "")
+    # The routes are listed for the model, as for an LWIR decision's agent.
+    assert "- ship\n- hold" in system
+    if prompt == "nonsense":
+        return "maybe"
+    return json.dumps({"route": "ship" if "green" in prompt else "hold", "output": prompt})
+
+
+@workflow
+async def gated(ctx: WorkflowContext, signal: str) -> dict[str, object]:
+    try:
+        decision = await ctx.decide(
+            "worker", prompt=signal, routes=["ship", "hold"], instructions="Gate.", max_visits=2
+        )
+    except StepFailedError as error:
+        return {"failed": error.path, "cause": error.cause_code}
+    return {"route": decision.route, "output": decision.output}
+
+
+async def test_decide_commits_a_decision_and_replays_it(tmp_path: Path) -> None:
+    provider = scripted(_decider)
+    rt, _, _ = make(tmp_path, provider=provider)
+    async with rt:
+        result = await rt.run(gated, {"signal": "all green"}, run_id="run_gate")
+        records = await rt.events.read("run_gate")
+        calls = provider.calls
+        again = await rt.resume("run_gate")
+        bad = await rt.run(gated, {"signal": "nonsense"}, run_id="run_bad")
+    assert result.output == {"route": "ship", "output": "all green"}
+    completed = [r.event for r in records if isinstance(r.event, StepCompleted)]
+    assert [(e.step_path, e.kind, e.route, e.output) for e in completed] == [
+        ("worker.visit[0]", "decision", "ship", "all green")
+    ]
+    assert again.output == result.output
+    assert provider.calls == calls + 1  # only the second run asked the model
+    assert bad.output == {"failed": "worker.visit[0]", "cause": "unknown_route"}

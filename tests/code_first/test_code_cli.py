@@ -65,3 +65,29 @@ def test_a_workflow_that_cannot_be_imported_is_a_typed_error(tmp_path: Path) -> 
     assert ran.returncode != 0
     assert "workflow_not_importable" in ran.stderr or "cannot import workflow" in ran.stderr
     assert "has no 'nothing_here'" in ran.stderr
+
+
+def test_loop_takes_a_module_function_and_refuses_one_it_cannot_import(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    supervise = "examples.outer_loop.setup:supervise"
+    missing = cli(
+        data, "loop", "nosuch.flows:flow", "--input", "{}", "--max-cycles", "2",
+        "--supervise", supervise, "--outer-loop-id", "ol_missing",
+    )  # fmt: skip
+    assert missing.returncode == 3
+    assert "workflow_not_importable: cannot import workflow 'nosuch.flows:flow'" in missing.stderr
+    assert not (data / "outer-loops" / "ol_missing.json").exists()
+    # A code-first cycle runs; the loop's goal names it, and it is the loop's cycles' workflow.
+    given = (REPO / "examples/outer_loop/input.json").read_text(encoding="utf-8")
+    ran = cli(
+        data, "--setup", "examples.outer_loop.setup:setup", "loop",
+        "examples.outer_loop.workflow:announcement", "--input", given, "--max-cycles", "1",
+        "--supervise", supervise, "--outer-loop-id", "ol_code",
+    )  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    assert "outer loop ol_code exhausted after 1 cycle(s)" in ran.stderr
+    status = json.loads(cli(data, "loop-status", "ol_code", "--json").stdout)
+    assert status["goal"]["description"].startswith("A writer drafts a release announcement")
+    assert status["cycles"][0]["workflowVersionId"] == (
+        "code:examples.outer_loop.workflow:announcement"
+    )

@@ -23,6 +23,8 @@ from tests.examples.support import (
 
 SETUP = "examples.orchestrator.setup:setup"
 WORKFLOW = "examples/orchestrator/workflow.yaml"
+#: The same workflow written as code (its lead an orchestrator of ``research``).
+CODE = "examples.orchestrator.workflow:tech_choice"
 INPUT = {
     "question": "Where should a small team keep its workflow runs?",
     "options": ["SQLite", "PostgreSQL"],
@@ -32,8 +34,8 @@ INPUT = {
 MODEL_CALLS = 7
 
 
-def _run_args(run_id: str) -> list[str]:
-    return ["--setup", SETUP, "run", WORKFLOW, "--input", json.dumps(INPUT), "--run-id", run_id]
+def _run_args(run_id: str, workflow: str = WORKFLOW) -> list[str]:
+    return ["--setup", SETUP, "run", workflow, "--input", json.dumps(INPUT), "--run-id", run_id]
 
 
 def _all_runs(example: Example) -> list[dict[str, Any]]:
@@ -81,12 +83,15 @@ def test_the_lead_combines_two_research_sub_runs(
     )
 
 
+@pytest.mark.parametrize("workflow", [WORKFLOW, CODE], ids=["lwir", "code"])
 def test_sigkill_between_sub_runs_then_resume(
-    uncrashed: tuple[Any, Counter[str]], tmp_path: Path
+    uncrashed: tuple[Any, Counter[str]], tmp_path: Path, workflow: str
 ) -> None:
     expected_output, expected_calls = uncrashed
     example = Example(tmp_path)
-    process = example.start(*_run_args("choice_killed"), env=example.env(EXAMPLE_DELAY="0.15"))
+    process = example.start(
+        *_run_args("choice_killed", workflow), env=example.env(EXAMPLE_DELAY="0.15")
+    )
 
     def first_research_done() -> bool:
         return any(

@@ -14,16 +14,18 @@ from tests.examples.support import REPO, Example, committed, kill_when, normaliz
 
 SETUP = "examples.outer_loop.setup:setup"
 WORKFLOW = "examples/outer_loop/workflow.yaml"
+#: The same cycle written as code: ``loop`` takes ``module:function`` too.
+CODE = "examples.outer_loop.workflow:announcement"
 SUPERVISE = "examples.outer_loop.setup:supervise"
 INPUT = (REPO / "examples/outer_loop/input.json").read_text(encoding="utf-8")
 
 
-def _loop_args(loop_id: str) -> list[str]:
+def _loop_args(loop_id: str, workflow: str = WORKFLOW) -> list[str]:
     return [
         "--setup",
         SETUP,
         "loop",
-        WORKFLOW,
+        workflow,
         "--input",
         INPUT,
         "--max-cycles",
@@ -81,13 +83,16 @@ def test_loop_status_shows_the_feedback_of_each_cycle(tmp_path: Path) -> None:
     assert manifest["result"]["kind"] == "done"
 
 
+@pytest.mark.parametrize("workflow", [WORKFLOW, CODE], ids=["lwir", "code"])
 def test_sigkill_mid_cycle_then_the_same_command_finishes_the_loop(
-    uncrashed: tuple[Any, Counter[str], str], tmp_path: Path
+    uncrashed: tuple[Any, Counter[str], str], tmp_path: Path, workflow: str
 ) -> None:
     expected_output, expected_calls, _ = uncrashed
     example = Example(tmp_path)
     manifest = example.data_dir / "outer-loops" / "ol_announce.json"
-    process = example.start(*_loop_args("ol_announce"), env=example.env(EXAMPLE_DELAY="0.3"))
+    process = example.start(
+        *_loop_args("ol_announce", workflow), env=example.env(EXAMPLE_DELAY="0.3")
+    )
 
     def cycle_one_recorded() -> bool:
         try:
@@ -103,7 +108,7 @@ def test_sigkill_mid_cycle_then_the_same_command_finishes_the_loop(
     )
     before = normalized(example.calls())
 
-    again = example.run(*_loop_args("ol_announce"))
+    again = example.run(*_loop_args("ol_announce", workflow))
     assert again.returncode == 0, again.stderr
     assert json.loads(again.stdout) == expected_output
     after = normalized(example.calls()) - before

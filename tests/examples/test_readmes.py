@@ -57,3 +57,20 @@ def test_the_index_commands_work(tmp_path: Path) -> None:
     commands = _IN_TABLE.findall((REPO / "examples" / "README.md").read_text(encoding="utf-8"))
     assert len(commands) == 3
     _run_all(commands, tmp_path)
+
+
+def test_the_code_forms_commands_work(tmp_path: Path) -> None:
+    text = (REPO / "examples" / "README.md").read_text(encoding="utf-8")
+    section = text.split("## Written as code", 1)[1].split("\n## ", 1)[0]
+    commands = [
+        line
+        for block in _SH_BLOCK.findall(section)
+        for line in block.splitlines()
+        if line.startswith(_PROGRAM)
+    ]
+    assert [command.split()[3:5] for command in commands] == [
+        ["run", "examples.review_pipeline.workflow:review_pipeline"],
+        ["run", "examples.orchestrator.workflow:tech_choice"],
+        ["loop", "examples.outer_loop.workflow:announcement"],
+    ]
+    _run_all(commands, tmp_path)

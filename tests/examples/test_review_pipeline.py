@@ -28,6 +28,8 @@ from tests.examples.support import (
 
 SETUP = "examples.review_pipeline.setup:setup"
 WORKFLOW = "examples/review_pipeline/workflow.yaml"
+#: The same workflow written as code (its editor a ``ctx.decide``).
+CODE = "examples.review_pipeline.workflow:review_pipeline"
 DOCUMENTS = "examples/review_pipeline/documents"
 
 # Two rounds: three reviewers (two calls each), the editor, the writer; then three
@@ -35,9 +37,9 @@ DOCUMENTS = "examples/review_pipeline/documents"
 MODEL_CALLS = 15
 
 
-def _run_args(example: Example, run_id: str) -> list[str]:
+def _run_args(example: Example, run_id: str, workflow: str = WORKFLOW) -> list[str]:
     given = {"documents": DOCUMENTS, "workspace": str(example.root / "work")}
-    return ["--setup", SETUP, "run", WORKFLOW, "--input", json.dumps(given), "--run-id", run_id]
+    return ["--setup", SETUP, "run", workflow, "--input", json.dumps(given), "--run-id", run_id]
 
 
 @pytest.fixture(scope="module")
@@ -111,15 +113,21 @@ def _step_committed(example: Example, run_id: str, path: str) -> bool:
     )
 
 
-@pytest.mark.parametrize("kill_at", ["mid-review", "second-round"])
+@pytest.mark.parametrize(
+    ("kill_at", "workflow"),
+    [("mid-review", WORKFLOW), ("second-round", WORKFLOW), ("second-round", CODE)],
+    ids=["mid-review", "second-round", "second-round-code"],
+)
 def test_sigkill_then_resume_pays_for_nothing_twice(
-    uncrashed: tuple[Any, Counter[str]], tmp_path: Path, kill_at: str
+    uncrashed: tuple[Any, Counter[str]], tmp_path: Path, kill_at: str, workflow: str
 ) -> None:
     expected_output, expected_calls = uncrashed
     example = Example(tmp_path)
     run_id = "review_killed"
     # Slow enough that the kill lands between calls, with some in flight.
-    process = example.start(*_run_args(example, run_id), env=example.env(EXAMPLE_DELAY="0.15"))
+    process = example.start(
+        *_run_args(example, run_id, workflow), env=example.env(EXAMPLE_DELAY="0.15")
+    )
     if kill_at == "mid-review":
         # Inside a session (the drift check below needs one under way), after its first
         # answer: a kill between a reviewer's two model calls.
