@@ -222,3 +222,36 @@ async def test_a_tick_submitted_by_two_workers_at_once_is_one_run(
             assert entry is not None
             assert entry.state == "queued"
         assert len(await _scheduled(first, "both")) == 5
+
+
+async def test_a_code_first_schedule_runs_its_function(tmp_path: Path) -> None:
+    from little_workflow.runtime import Worker
+
+    async with Runtime(tmp_path / "data") as runtime:
+        added = await runtime.add_schedule(
+            "code", cron="* * * * * *", workflow="tests.code_first.flows:report", input={"total": 3}
+        )
+        assert added.workflow == "tests.code_first.flows:report"
+        scheduler = Scheduler(runtime, worker_id="w1", interval=1)
+        (run_id,) = await scheduler.look(now=added.since + 1)
+        worker = Worker(
+            runtime, concurrency=1, poll_interval=0.02, recover_every=0, schedule_every=0
+        )
+        report = await asyncio.wait_for(worker.run(max_runs=1), 60)
+        assert report.finished == {"completed": 1}
+        state = await runtime.get_state(run_id)
+        assert state.workflow_version_id.endswith("tests.code_first.flows:report")
+        assert state.input == {"total": 3}
+        assert state.output == {"report": 4}  # revise: total + 1
+
+
+async def test_a_module_that_does_not_import_is_refused_and_nothing_is_stored(
+    tmp_path: Path,
+) -> None:
+    from little_workflow.errors import LittleWorkflowError
+
+    async with Runtime(tmp_path / "data") as runtime:
+        with pytest.raises(LittleWorkflowError) as caught:
+            await runtime.add_schedule("gone", cron="* * * * *", workflow="tests.nowhere:flow")
+        assert "tests.nowhere" in str(caught.value)
+        assert await runtime.list_schedules() == []
