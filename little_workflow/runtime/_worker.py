@@ -122,6 +122,7 @@ class Worker:
             if schedule_every
             else None
         )
+        self._schedule_failures = 0
         #: Runs recovered here and being driven, under their run locks.
         self._recovering: dict[str, asyncio.Task[None]] = {}
         self._running: dict[str, tuple[Fence, asyncio.Task[None]]] = {}
@@ -158,8 +159,7 @@ class Worker:
                     await self._recover(self._recovery)
                     next_recovery = loop.time() + self._recovery.interval
                 if self._scheduler is not None and loop.time() >= next_schedule:
-                    await self._schedule(self._scheduler)
-                    next_schedule = loop.time() + self._scheduler.interval
+                    next_schedule = loop.time() + await self._schedule(self._scheduler)
                 free = self.concurrency - len(self._running) - len(self._recovering)
                 pause = self.poll_interval
                 if free > 0:
@@ -217,14 +217,20 @@ class Worker:
             # The store is unreachable: the next look tries again.
             _log.warning("worker %s: cannot look for runs to recover: %s", self.worker_id, exc)
 
-    async def _schedule(self, scheduler: Scheduler) -> None:
-        """Submit the schedules' due ticks (claimed at the next claim, here or elsewhere)."""
+    async def _schedule(self, scheduler: Scheduler) -> float:
+        """Submit the schedules' due ticks (claimed at the next claim, here or elsewhere);
+        the seconds until the next look."""
         try:
             self.report.scheduled += len(await scheduler.look())
         except LittleWorkflowError as exc:
-            # The store is unreachable, or a schedule record is corrupt: the next look
-            # tries again; the worker's runs go on.
+            # The store is unreachable, or a schedule record is corrupt: look again, more
+            # slowly (one line per failed look), while the worker's runs go on. A tick
+            # missed meanwhile is caught up by its schedule's policy.
+            self._schedule_failures += 1
             _log.warning("worker %s: cannot look at the schedules: %s", self.worker_id, exc)
+            return min(scheduler.interval * 2**self._schedule_failures, 30.0)
+        self._schedule_failures = 0
+        return scheduler.interval
 
     async def _drive_recovered(self, recovery: Recovery, run_id: str, lock: RunLock) -> None:
         try:

@@ -255,3 +255,22 @@ async def test_a_module_that_does_not_import_is_refused_and_nothing_is_stored(
             await runtime.add_schedule("gone", cron="* * * * *", workflow="tests.nowhere:flow")
         assert "tests.nowhere" in str(caught.value)
         assert await runtime.list_schedules() == []
+
+
+async def test_a_worker_with_a_corrupt_schedule_logs_it_and_drives_runs(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from little_workflow.runtime import Worker
+
+    async with Runtime(tmp_path / "data") as runtime:
+        await runtime.kv.set("schedule:broken", {"format": 1, "name": "broken"})
+        run_id = await runtime.submit(TICK, {"n": 5})
+        worker = Worker(runtime, concurrency=1, poll_interval=0.02, schedule_every=0.05)
+        with caplog.at_level("WARNING", logger="little_workflow.worker"):
+            report = await asyncio.wait_for(worker.run(max_runs=1), 60)
+        assert report.finished == {"completed": 1}
+        assert report.scheduled == 0
+        assert (await runtime.get_state(run_id)).output == 25
+        warnings = [r.getMessage() for r in caplog.records if "schedules" in r.getMessage()]
+        assert warnings
+        assert "'schedule:broken'" in warnings[0]
