@@ -293,9 +293,10 @@ class Scheduler:
                 continue
             try:
                 started += await self._look_at(schedule, now)
-            except LittleWorkflowError as exc:
-                # A workflow file gone, a module that no longer imports, a store error:
-                # logged, and the next look tries again (other schedules go on).
+            except (Exception, SystemExit) as exc:
+                # A workflow file gone, a module that no longer imports (or raises, or
+                # exits, as it is imported: user code), a store error: logged, and the
+                # next look tries again; the other schedules and the worker go on.
                 _log.warning(
                     "worker %s: schedule %s: cannot start its run: %s",
                     self.worker_id,

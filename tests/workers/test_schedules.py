@@ -9,6 +9,7 @@ for 20 s of a schedule ticking every 2 s, SIGKILLs one and restarts it.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import subprocess
@@ -22,6 +23,7 @@ import pytest
 from little_workflow.errors import CorruptDataError
 from little_workflow.runtime import Runtime, Schedule
 from little_workflow.runtime._schedules import Scheduler, add_schedule, list_schedules
+from tests.runtime.support import cli
 from tests.workers.support import REPO
 from tests.workers.support import calls as calls_of
 
@@ -274,3 +276,52 @@ async def test_a_worker_with_a_corrupt_schedule_logs_it_and_drives_runs(
         warnings = [r.getMessage() for r in caplog.records if "schedules" in r.getMessage()]
         assert warnings
         assert "'schedule:broken'" in warnings[0]
+
+
+def test_a_workflow_module_that_raises_as_a_worker_imports_it_is_logged(tmp_path: Path) -> None:
+    # User code: the module imports when the schedule is added, then raises or exits
+    # when a worker imports it at a tick. The worker logs it at each look and goes on
+    # starting the other schedule's ticks.
+    (tmp_path / "sched_flaky_flow.py").write_text(
+        "import os, sys\n"
+        "from little_workflow.runtime import workflow\n"
+        "mode = os.environ.get('LW_TEST_IMPORT')\n"
+        "if mode == 'raise':\n    raise RuntimeError('broken at import')\n"
+        "if mode == 'exit':\n    sys.exit(3)\n"
+        "@workflow\n"
+        "async def flow(ctx, n: int) -> int:\n    return n\n"
+    )
+    data = tmp_path / "data"
+    path = os.pathsep.join([str(tmp_path), str(REPO)])
+    env = {**os.environ, "PYTHONPATH": path}
+    every = ["--cron", "* * * * * *"]
+    flaky = cli(data, "schedule", "add", "flaky", *every, "sched_flaky_flow:flow", env=env)
+    assert flaky.returncode == 0, flaky.stderr
+    fine = cli(data, "schedule", "add", "fine", *every, str(TICK), "--input", '{"n": 1}')
+    assert fine.returncode == 0, fine.stderr
+    for mode in ("raise", "exit"):
+        log = tmp_path / f"{mode}.log"
+        command = [
+            sys.executable, "-m", "little_workflow", "--data-dir", str(data), "worker",
+            "--poll-interval", "0.05", "--schedule-every", "0.2", "--max-runs", "3",
+        ]  # fmt: skip
+        with log.open("wb") as err:
+            done = subprocess.run(
+                command,
+                cwd=REPO,
+                env={**env, "LW_TEST_IMPORT": mode},
+                stdout=subprocess.DEVNULL,
+                stderr=err,
+                timeout=120,
+                check=False,
+            )
+        text = log.read_text()
+        assert done.returncode == 0, text
+        assert "3 completed" in text, text
+        assert "cannot start its run" in text, text
+        if mode == "raise":
+            assert "schedule flaky: cannot start its run: broken at import" in text, text
+    listed = cli(data, "runs", "--json")
+    runs = [run["runId"] for run in json.loads(listed.stdout)]
+    assert [run for run in runs if run.startswith("sched:flaky:")] == []
+    assert len([run for run in runs if run.startswith("sched:fine:")]) >= 6
