@@ -199,10 +199,9 @@ def worker(
     done = ", ".join(f"{count} {outcome}" for outcome, count in sorted(report.finished.items()))
     click.echo(
         f"worker {report.worker_id} stopped: {done or 'no run finished'}; "
-        f"{report.recovered} recovered, {report.recovery_failures} failed to recover, "
-        f"{report.scheduled} scheduled; "
+        f"{report.recovered} recovered, {report.recovery_failures} failed to recover; "
         f"{report.leases_lost} lease(s) lost, {report.released} released, "
-        f"{report.errors} error(s)",
+        f"{report.errors} error(s); {report.scheduled} scheduled tick(s) submitted",
         err=True,
     )
 
