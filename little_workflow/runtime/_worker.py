@@ -226,9 +226,9 @@ class Worker:
             # The store is unreachable, or a schedule record is corrupt: look again, more
             # slowly (one line per failed look), while the worker's runs go on. A tick
             # missed meanwhile is caught up by its schedule's policy.
-            self._schedule_failures += 1
+            self._schedule_failures = min(self._schedule_failures + 1, 16)
             _log.warning("worker %s: cannot look at the schedules: %s", self.worker_id, exc)
-            return min(scheduler.interval * 2**self._schedule_failures, 30.0)
+            return min(scheduler.interval * 2.0**self._schedule_failures, 30.0)
         self._schedule_failures = 0
         return scheduler.interval
 
