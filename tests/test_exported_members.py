@@ -199,6 +199,7 @@ def test_runtime_public_names_are_pinned() -> None:
         "RunState",
         "Runtime",
         "RuntimeSetup",
+        "Schedule",
         "SideEffect",
         "Site",
         "StepContext",

@@ -156,6 +156,12 @@ COMMANDS: dict[str, LazyCommand] = {
         summary="List runs, most recent first: id, workflow, status, steps done, events, "
         "started, duration.",
     ),
+    "schedule": LazyCommand(
+        module=_CLI + "_schedules",
+        attr="schedule",
+        summary="Runs started on a cron expression by the workers: add, list, remove, pause, "
+        "resume.",
+    ),
     "show": LazyCommand(
         module=_CLI + "_inspect",
         attr="show",

@@ -98,6 +98,14 @@ def submit(
     help="Seconds between looks for interrupted runs (started by `run`, their process "
     "dead) to resume here, the first at start; 0 switches recovery off.",
 )
+@click.option(
+    "--schedule-every",
+    type=click.FloatRange(min=0),
+    default=1.0,
+    show_default=True,
+    help="Seconds between looks for due schedule ticks to start (see `schedule`); 0 "
+    "switches it off.",
+)
 @click.option("--worker-id", default=None, help="This worker's id [default: a new one].")
 @click.option(
     "--threads",
@@ -121,6 +129,7 @@ def worker(
     lease_seconds: float,
     poll_interval: float,
     recover_every: float,
+    schedule_every: float,
     worker_id: str | None,
     threads: int | None,
     max_runs: int | None,
@@ -173,6 +182,7 @@ def worker(
                 lease_seconds=lease_seconds,
                 poll_interval=poll_interval,
                 recover_every=recover_every,
+                schedule_every=schedule_every,
             )
             stopping.append(runner)
             if stop_requested:
@@ -191,7 +201,7 @@ def worker(
         f"worker {report.worker_id} stopped: {done or 'no run finished'}; "
         f"{report.recovered} recovered, {report.recovery_failures} failed to recover; "
         f"{report.leases_lost} lease(s) lost, {report.released} released, "
-        f"{report.errors} error(s)",
+        f"{report.errors} error(s); {report.scheduled} scheduled tick(s) submitted",
         err=True,
     )
 

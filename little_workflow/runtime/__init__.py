@@ -24,6 +24,7 @@ from little_workflow.runtime._outer import (
     OuterLoopOutcome,
 )
 from little_workflow.runtime._runtime import CancelOutcome, ReplayResult, RunResult, Runtime
+from little_workflow.runtime._schedules import Schedule
 from little_workflow.runtime._setup import RuntimeSetup, load_setup
 from little_workflow.runtime._state import RunState, StepRecord, apply, fold
 from little_workflow.runtime._worker import Worker, WorkerReport
@@ -50,6 +51,7 @@ __all__ = [
     "RunState",
     "Runtime",
     "RuntimeSetup",
+    "Schedule",
     "SideEffect",
     "Site",
     "StepContext",

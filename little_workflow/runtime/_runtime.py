@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import timedelta
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from little_workflow.codec import JsonValue, dumps
@@ -56,6 +57,15 @@ from little_workflow.runtime._outer import (
 from little_workflow.runtime._outer import status as outer_loop_status
 from little_workflow.runtime._resources import RunResources
 from little_workflow.runtime._run_lock import locked
+from little_workflow.runtime._schedules import (
+    CatchUp,
+    Schedule,
+    add_schedule,
+    list_schedules,
+    remove_schedule,
+    resolve_workflow,
+    set_paused,
+)
 from little_workflow.runtime._state import RunState, fold, read_state
 from little_workflow.runtime._stuck import StuckRun, find_stuck_runs
 from little_workflow.runtime._workflows import WorkflowVersion
@@ -268,6 +278,49 @@ class Runtime(RunResources):
             await self.events.append(run_id, [version.run_started(run_input)], expected_seq=0)
         await queue.submit(run_id)
         return run_id
+
+    async def add_schedule(
+        self,
+        name: str,
+        *,
+        cron: str,
+        workflow: str | os.PathLike[str],
+        input: object = None,
+        tz: str = "UTC",
+        catch_up: CatchUp = "latest",
+    ) -> Schedule:
+        """Store a schedule: the workers start a run of ``workflow`` with ``input`` at
+        each tick of ``cron`` (read in ``tz``), exactly once (``runtime/_schedules.py``).
+
+        ``workflow`` is a workflow file (kept by its absolute path, re-read at each
+        tick) or ``module:function``. An invalid name, cron expression, time zone or
+        input raises ``InvalidInputError``, an existing name ``ConfigError``; then
+        nothing is stored.
+        """
+        dumps(input, where="schedule input")
+        target = resolve_workflow(Path(workflow) if isinstance(workflow, os.PathLike) else workflow)
+        run_input: JsonValue = input  # type: ignore[assignment]
+        schedule = Schedule(
+            name=name, cron=cron, workflow=target, input=run_input, tz=tz, catch_up=catch_up
+        )
+        return await add_schedule(self, schedule)
+
+    async def list_schedules(self) -> list[Schedule]:
+        """Every schedule, by name."""
+        return await list_schedules(self)
+
+    async def remove_schedule(self, name: str) -> None:
+        """Delete the schedule ``name`` (the runs it started stay)."""
+        await remove_schedule(self, name)
+
+    async def pause_schedule(self, name: str) -> Schedule:
+        """Start no more ticks of ``name`` until ``resume_schedule``."""
+        return await set_paused(self, name, True)
+
+    async def resume_schedule(self, name: str) -> Schedule:
+        """Start ``name``'s ticks again, from now on (the ticks missed while paused never
+        run)."""
+        return await set_paused(self, name, False)
 
     async def execute_claim(
         self, claim: Claim, *, sub_runner: SubRunner | None = None

@@ -26,6 +26,10 @@ It also recovers runs it was never given: at start and then every ``recover_ever
 seconds, runs started by ``run`` whose process died are resumed here, each by exactly one
 worker, under the run's lock (``runtime/_recovery.py``). They share the ``concurrency``
 slots with claimed runs.
+
+And it starts the schedules' runs: every ``schedule_every`` seconds it looks at the
+schedules and submits each due tick, under a run id that makes it exactly once across
+workers (``runtime/_schedules.py``); the runs are queued and claimed like any other.
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ from little_workflow.ids import new_id, validate_id
 from little_workflow.runtime._distributed import QueueSubRunner, WorkerHost
 from little_workflow.runtime._recovery import Recovery, RecoveryHost
 from little_workflow.runtime._run_lock import RunLock
+from little_workflow.runtime._schedules import ScheduleHost, Scheduler
 from little_workflow.storage import Claim, Fence, RunQueue
 
 __all__ = ["Worker", "WorkerReport"]
@@ -50,8 +55,9 @@ __all__ = ["Worker", "WorkerReport"]
 _log = logging.getLogger("little_workflow.worker")
 
 
-class WorkerRuntime(WorkerHost, RecoveryHost, Protocol):
-    """What a worker uses of the runtime: claims and their sub-runs, and recovery."""
+class WorkerRuntime(WorkerHost, RecoveryHost, ScheduleHost, Protocol):
+    """What a worker uses of the runtime: claims and their sub-runs, recovery, and
+    ``submit`` for the schedules' ticks."""
 
 
 @dataclass(slots=True)
@@ -74,6 +80,8 @@ class WorkerReport:
     recovered: int = 0
     #: Attempts at recovering a run that failed before it ended (retried after a backoff).
     recovery_failures: int = 0
+    #: Runs of schedules' ticks submitted here.
+    scheduled: int = 0
 
 
 class Worker:
@@ -88,15 +96,19 @@ class Worker:
         lease_seconds: float = 30.0,
         poll_interval: float = 0.5,
         recover_every: float | None = 5.0,
+        schedule_every: float | None = 1.0,
     ) -> None:
         """``recover_every``: seconds between looks for interrupted runs to recover (the
-        first at start); ``None`` or ``0`` switches recovery off."""
+        first at start); ``schedule_every``: seconds between looks for due schedule
+        ticks; ``None`` or ``0`` switches either off."""
         if concurrency < 1:
             raise ValueError(f"concurrency must be at least 1, not {concurrency}")
         if lease_seconds <= 0:
             raise ValueError(f"lease_seconds must be positive, not {lease_seconds}")
         if recover_every is not None and recover_every < 0:
             raise ValueError(f"recover_every must not be negative, not {recover_every}")
+        if schedule_every is not None and schedule_every < 0:
+            raise ValueError(f"schedule_every must not be negative, not {schedule_every}")
         self.runtime = runtime
         self.worker_id = (
             new_id("worker") if worker_id is None else validate_id(worker_id, what="worker id")
@@ -110,6 +122,12 @@ class Worker:
             if recover_every
             else None
         )
+        self._scheduler = (
+            Scheduler(runtime, worker_id=self.worker_id, interval=schedule_every)
+            if schedule_every
+            else None
+        )
+        self._schedule_failures = 0
         #: Runs recovered here and being driven, under their run locks.
         self._recovering: dict[str, asyncio.Task[None]] = {}
         self._running: dict[str, tuple[Fence, asyncio.Task[None]]] = {}
@@ -139,7 +157,7 @@ class Worker:
         heartbeat = asyncio.create_task(self._heartbeat(queue), name="worker heartbeat")
         failures = 0
         loop = asyncio.get_running_loop()
-        next_recovery = loop.time()
+        next_recovery = next_schedule = loop.time()
         try:
             while not self._stopping.is_set():
                 if max_runs is not None and self._ended() >= max_runs:
@@ -147,6 +165,8 @@ class Worker:
                 if self._recovery is not None and loop.time() >= next_recovery:
                     await self._recover(self._recovery)
                     next_recovery = loop.time() + self._recovery.interval
+                if self._scheduler is not None and loop.time() >= next_schedule:
+                    next_schedule = loop.time() + await self._schedule(self._scheduler)
                 free = self.concurrency - len(self._running) - len(self._recovering)
                 pause = self.poll_interval
                 if free > 0:
@@ -166,6 +186,8 @@ class Worker:
                     for claim in claims:
                         self._start(queue, claim)
                 self._wake.clear()
+                if self._scheduler is not None:
+                    pause = min(pause, max(next_schedule - loop.time(), 0.0))
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), pause)
         finally:
@@ -201,6 +223,21 @@ class Worker:
         except LittleWorkflowError as exc:
             # The store is unreachable: the next look tries again.
             _log.warning("worker %s: cannot look for runs to recover: %s", self.worker_id, exc)
+
+    async def _schedule(self, scheduler: Scheduler) -> float:
+        """Submit the schedules' due ticks (claimed at the next claim, here or elsewhere);
+        the seconds until the next look."""
+        try:
+            self.report.scheduled += len(await scheduler.look())
+        except LittleWorkflowError as exc:
+            # The store is unreachable, or a schedule record is corrupt: look again, more
+            # slowly (one line per failed look), while the worker's runs go on. A tick
+            # missed meanwhile is caught up by its schedule's policy.
+            self._schedule_failures = min(self._schedule_failures + 1, 16)
+            _log.warning("worker %s: cannot look at the schedules: %s", self.worker_id, exc)
+            return min(scheduler.interval * 2.0**self._schedule_failures, 30.0)
+        self._schedule_failures = 0
+        return scheduler.interval
 
     async def _drive_recovered(self, recovery: Recovery, run_id: str, lock: RunLock) -> None:
         try:
