@@ -24,7 +24,8 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import inspect
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+import types
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from typing import Any, Protocol
 
 from little_workflow._failures import error_message, error_names, is_interruption
@@ -378,16 +379,7 @@ class CodeRun:
             assert isinstance(output, list)
             return output
         run = self.run
-        record = self.state.steps.get(site.text)
-        if record is None or record.attempts == 0:
-            await run.append(
-                [
-                    StepAttemptStarted(
-                        step_path=site.text, step_id=spec.name, kind="map", visit=site.visit
-                    )
-                ],
-                sync=False,
-            )
+        await self._map_started(site, spec.name)
         semaphore = asyncio.Semaphore(concurrency)
         results: list[Any] = [None] * len(branches)
         writer = run.writer
@@ -408,23 +400,11 @@ class CodeRun:
                     writer.branches -= 1
 
         try:
-            async with asyncio.TaskGroup() as group:
-                for index in range(len(branches)):
-                    group.create_task(branch(index))
-        except BaseExceptionGroup as group_error:
-            first = first_failure(group_error)
-            for error in group_error.exceptions:
-                if isinstance(error, StepFailedError):
-                    first = error
-                    break
-            raise first from first.__cause__
+            await _all_branches(len(branches), branch, StepFailedError)
         finally:
             writer.branches -= unfinished
             unfinished = 0
-        unit = StepUnit(site=site, kind="map", step_id=spec.name, retry=_NO_RETRY)
-        await run.append([run.completed(unit, results)], sync=True)
-        run.remember(site, results)
-        return results
+        return await self._map_completed(site, spec.name, results)
 
     async def sub_run(
         self,
@@ -536,17 +516,7 @@ class CodeRun:
         if done:
             assert isinstance(output, list)
             return output
-        run = self.run
-        record = self.state.steps.get(site.text)
-        if record is None or record.attempts == 0:
-            await run.append(
-                [
-                    StepAttemptStarted(
-                        step_path=site.text, step_id=name, kind="map", visit=site.visit
-                    )
-                ],
-                sync=False,
-            )
+        await self._map_started(site, name)
         semaphore = asyncio.Semaphore(concurrency)
         results: list[Any] = [None] * len(branches)
         # Each branch's scope is claimed now, in item order, whatever order they run in.
@@ -557,23 +527,51 @@ class CodeRun:
                 context = WorkflowContext(self, scopes[index])
                 results[index] = await body(context, branches[index][1])
 
-        try:
-            async with asyncio.TaskGroup() as group:
-                for index in range(len(branches)):
-                    group.create_task(branch(index))
-        except BaseExceptionGroup as group_error:
-            first = first_failure(group_error)
-            for error in group_error.exceptions:
-                if isinstance(error, StepFailedError | NonDeterminismError):
-                    first = error
-                    break
-            raise first from first.__cause__
+        await _all_branches(len(branches), branch, StepFailedError | NonDeterminismError)
         output = to_json_value(results, where=f"the results of map {site.text!r}")
-        unit = StepUnit(site=site, kind="map", step_id=name, retry=_NO_RETRY)
-        await run.append([run.completed(unit, output)], sync=True)
-        run.remember(site, output)
         assert isinstance(output, list)
-        return output
+        return await self._map_completed(site, name, output)
+
+    async def _map_started(self, site: Site, step_id: str) -> None:
+        """A map's ``StepAttemptStarted``, once (not again on a resume of its branches)."""
+        record = self.state.steps.get(site.text)
+        if record is None or record.attempts == 0:
+            await self.run.append(
+                [
+                    StepAttemptStarted(
+                        step_path=site.text, step_id=step_id, kind="map", visit=site.visit
+                    )
+                ],
+                sync=False,
+            )
+
+    async def _map_completed(self, site: Site, step_id: str, results: list[Any]) -> list[Any]:
+        """Commit a map's list of results at the map's own path; the list."""
+        run = self.run
+        unit = StepUnit(site=site, kind="map", step_id=step_id, retry=_NO_RETRY)
+        await run.append([run.completed(unit, results)], sync=True)
+        run.remember(site, results)
+        return results
+
+
+async def _all_branches(
+    count: int,
+    branch: Callable[[int], Coroutine[Any, Any, None]],
+    preferred: type[BaseException] | types.UnionType,
+) -> None:
+    """Run ``branch(0..count-1)`` in a task group; on failure raise one error of them, a
+    ``preferred`` one (the body's to handle) before the first failure otherwise."""
+    try:
+        async with asyncio.TaskGroup() as group:
+            for index in range(count):
+                group.create_task(branch(index))
+    except BaseExceptionGroup as group_error:
+        first = first_failure(group_error)
+        for error in group_error.exceptions:
+            if isinstance(error, preferred):
+                first = error
+                break
+        raise first from first.__cause__
 
 
 def call_place(path: str, identity: str | None) -> tuple[str, int] | None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, cast, runtime_checkable
 
 from little_workflow.storage._fence import Fence
 
@@ -56,6 +56,22 @@ class QueueEntry:
     finished_at: float | None
     #: The run's status when it finished (``completed``, ``failed``, ``cancelled``).
     outcome: str | None
+
+    @classmethod
+    def from_row(cls, row: tuple[Any, ...]) -> QueueEntry:
+        """An entry from a ``run_queue`` row in field order (every backend's ``SELECT``)."""
+        run_id, state, submitted, worker, token, expires, attempts, finished, outcome = row
+        return cls(
+            run_id=run_id,
+            state=cast(QueueState, state),
+            submitted_at=float(submitted),
+            worker_id=worker,
+            lease_token=None if token is None else int(token),
+            lease_expires_at=None if expires is None else float(expires),
+            attempts=int(attempts),
+            finished_at=None if finished is None else float(finished),
+            outcome=outcome,
+        )
 
 
 @dataclass(frozen=True, slots=True)

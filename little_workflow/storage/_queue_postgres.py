@@ -10,12 +10,12 @@ disagree still agree on when a lease ends.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Final, cast
+from typing import Final
 
 from little_workflow.ids import validate_id
 from little_workflow.storage._fence import Fence
 from little_workflow.storage._postgres_db import PostgresDatabase
-from little_workflow.storage._queue import Claim, QueueEntry, QueueState, WorkerInfo
+from little_workflow.storage._queue import Claim, QueueEntry, WorkerInfo
 
 __all__ = ["PostgresRunQueue"]
 
@@ -143,21 +143,6 @@ ORDER BY w.started_at DESC, w.worker_id
 """
 
 
-def _entry(row: tuple[Any, ...]) -> QueueEntry:
-    run_id, state, submitted, worker, token, expires, attempts, finished, outcome = row
-    return QueueEntry(
-        run_id=run_id,
-        state=cast(QueueState, state),
-        submitted_at=float(submitted),
-        worker_id=worker,
-        lease_token=None if token is None else int(token),
-        lease_expires_at=None if expires is None else float(expires),
-        attempts=int(attempts),
-        finished_at=None if finished is None else float(finished),
-        outcome=outcome,
-    )
-
-
 class PostgresRunQueue:
     """A ``RunQueue`` on a ``PostgresDatabase`` (shared with the store's log and KV)."""
 
@@ -275,7 +260,7 @@ class PostgresRunQueue:
         async with self._database.connection(doing) as conn:
             cursor = await conn.execute(_GET, [run_id])
             row = await cursor.fetchone()
-        return None if row is None else _entry(row)
+        return None if row is None else QueueEntry.from_row(row)
 
     async def forget(self, run_ids: Sequence[str]) -> int:
         """Delete the done rows of these runs."""
@@ -292,7 +277,7 @@ class PostgresRunQueue:
         doing = "list expired leases"
         async with self._database.connection(doing) as conn:
             cursor = await conn.execute(_EXPIRED)
-            return [_entry(row) for row in await cursor.fetchall()]
+            return [QueueEntry.from_row(row) for row in await cursor.fetchall()]
 
     async def register_worker(
         self, worker_id: str, *, host: str, pid: int, concurrency: int

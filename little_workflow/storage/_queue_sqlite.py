@@ -22,13 +22,13 @@ import json
 import sqlite3
 import time
 from collections.abc import Sequence
-from typing import Any, Final, cast
+from typing import Final
 
 from little_workflow.errors import LeaseLostError
 from little_workflow.ids import validate_id
 from little_workflow.platform._proc import ProcessIdentity, current_process, is_alive
 from little_workflow.storage._fence import Fence
-from little_workflow.storage._queue import Claim, QueueEntry, QueueState, WorkerInfo
+from little_workflow.storage._queue import Claim, QueueEntry, WorkerInfo
 from little_workflow.storage._sqlite_db import SqliteDatabase
 
 __all__ = ["SqliteRunQueue", "check_fence"]
@@ -73,21 +73,6 @@ def check_fence(conn: sqlite3.Connection, fence: Fence, *, appending_to: str) ->
             f"cannot append to run {appending_to!r}: the lease on run {fence.run_id!r} "
             f"(token {fence.token}) expired or was taken over; nothing was written"
         )
-
-
-def _entry(row: tuple[Any, ...]) -> QueueEntry:
-    run_id, state, submitted, worker, token, expires, attempts, finished, outcome = row
-    return QueueEntry(
-        run_id=run_id,
-        state=cast(QueueState, state),
-        submitted_at=float(submitted),
-        worker_id=worker,
-        lease_token=None if token is None else int(token),
-        lease_expires_at=None if expires is None else float(expires),
-        attempts=int(attempts),
-        finished_at=None if finished is None else float(finished),
-        outcome=outcome,
-    )
 
 
 class SqliteRunQueue:
@@ -289,7 +274,7 @@ class SqliteRunQueue:
                 f"SELECT {_COLUMNS} FROM run_queue WHERE run_id = ?", (run_id,)
             ).fetchone()
         )
-        return None if row is None else _entry(row)
+        return None if row is None else QueueEntry.from_row(row)
 
     async def forget(self, run_ids: Sequence[str]) -> int:
         """Delete the done rows of these runs."""
@@ -317,7 +302,7 @@ class SqliteRunQueue:
                 "WHERE run_id IN (SELECT value FROM json_each(?)) ORDER BY lease_expires_at",
                 (json.dumps(lapsed),),
             ).fetchall()
-            return [_entry(row) for row in rows]
+            return [QueueEntry.from_row(row) for row in rows]
 
         return await self._database.read(query)
 
