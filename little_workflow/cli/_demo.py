@@ -278,6 +278,12 @@ def demo(options: Options, kill_after: int, speed: float) -> None:
         f"[bold]little-workflow events {run_id}[/] (its log), "
         "[bold]little-workflow ui[/] (in a browser)"
     )
+    console.print(
+        "The demo resumed the run itself. In production, leave "
+        "[bold]little-workflow worker[/] running (on this same SQLite file, no server): "
+        "it resumes runs whose process died, drives submitted runs and starts scheduled "
+        "ones (docs/workers.md)."
+    )
     if not ok:
         sys.exit(EXIT_RUN_FAILED)
 

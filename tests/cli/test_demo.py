@@ -33,6 +33,7 @@ def test_demo_kills_inside_a_session_and_replays_model_and_tool_calls(tmp_path: 
     text = result.stdout
     assert "SIGKILL" in text
     assert "the output equals an uncrashed run's; nothing committed ran twice" in text
+    assert "little-workflow worker" in " ".join(text.split())
 
     run_id = re.search(r"run id\s+(demo_\w+)", text)
     assert run_id is not None
