@@ -298,9 +298,7 @@ class RunQueueConformance:
         rest = await queue.claim("w3", limit=10, lease_seconds=30)
         assert {claim.run_id for claim in rest} == {"run_q3", "run_q4"}
 
-    async def test_concurrent_claimers_never_exceed_a_queue_limit(
-        self, queue_store: Store
-    ) -> None:
+    async def test_concurrent_claimers_never_exceed_a_queue_limit(self, queue_store: Store) -> None:
         queue = _queue(queue_store)
         await queue.set_limit("queue", "q3", Limit(concurrency=3))
         for index in range(30):
