@@ -44,6 +44,18 @@ def peak_overlap(lines: list[str]) -> int:
     return peak
 
 
+def _start_worker(
+    store: str, tmp_path: Path, name: str, env: dict[str, str]
+) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        worker_command(store, tmp_path / name, name, concurrency=4, lease=10),
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+
+
 @pytest.mark.parametrize("backend", ["sqlite", "postgres"])
 async def test_a_queue_limit_of_3_holds_across_4_worker_processes(
     backend: str, tmp_path: Path, request: pytest.FixtureRequest
@@ -61,16 +73,7 @@ async def test_a_queue_limit_of_3_holds_across_4_worker_processes(
         run_ids = [f"run_{index:02d}" for index in range(RUNS)]
         for index, run_id in enumerate(run_ids):
             await runtime.submit(FLOW, {"n": index}, run_id=run_id, queue="models")
-        workers = [
-            subprocess.Popen(
-                worker_command(store, tmp_path / name, name, concurrency=4, lease=10),
-                cwd=REPO,
-                env=env,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.PIPE,
-            )
-            for name in ("w1", "w2", "w3", "w4")
-        ]
+        workers = [_start_worker(store, tmp_path, name, env) for name in ("w1", "w2", "w3", "w4")]
         try:
 
             async def all_done() -> bool:
