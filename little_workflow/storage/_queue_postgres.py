@@ -373,6 +373,9 @@ class PostgresRunQueue:
         """A permit of ``name`` now; ``None`` if it has no limit; else seconds to wait."""
         kind, name = check_limit_name(kind, name)
         permit_id = uuid.uuid4().hex
+        # Most slots have no limit: a look first, without a transaction or a row lock.
+        if name not in await self.limits(kind):
+            return None
         async with self._database.transaction(f"take a permit of {kind} {name!r}") as conn:
             return await limits.acquire_permit(
                 conn, kind, name, permit_id=permit_id, lease_seconds=lease_seconds

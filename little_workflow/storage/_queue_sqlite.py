@@ -443,6 +443,9 @@ class SqliteRunQueue:
         """A permit of ``name`` now; ``None`` if it has no limit; else seconds to wait."""
         kind, name = check_limit_name(kind, name)
         permit_id = uuid.uuid4().hex
+        # Most slots have no limit: a look, so that their calls never take the write lock.
+        if name not in await self._database.read(lambda conn: limits.read_limits(conn, kind)):
+            return None
 
         def work(conn: sqlite3.Connection) -> Permit | float | None:
             return limits.acquire_permit(
