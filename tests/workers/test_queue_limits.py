@@ -102,3 +102,23 @@ async def test_a_queue_limit_of_3_holds_across_4_worker_processes(
     assert peak >= 2
     drivers = {line.split()[3] for line in lines}
     assert len(drivers) >= 2, "the runs were spread over several worker processes"
+
+
+async def test_a_code_first_submit_names_its_queue_and_an_unknown_one_writes_nothing(
+    tmp_path: Path,
+) -> None:
+    from little_workflow.errors import ConfigError
+    from tests.code_first.flows import report
+
+    async with Runtime(tmp_path / "data") as runtime:
+        with pytest.raises(ConfigError, match="no queue 'nightly'") as refused:
+            await runtime.submit(report, {"total": 1}, run_id="run_refused", queue="nightly")
+        assert refused.value.code == "unknown_queue"
+        assert await runtime.events.read("run_refused") == []
+        assert await runtime.queue.get("run_refused") is None
+        await runtime.set_queue("nightly", concurrency=1)
+        await runtime.submit(report, {"total": 1}, run_id="run_code", queue="nightly")
+        entry = await runtime.queue.get("run_code")
+        assert entry is not None
+        assert (entry.state, entry.queue) == ("queued", "nightly")
+        assert [queue.name for queue in await runtime.queues()] == ["default", "nightly"]
