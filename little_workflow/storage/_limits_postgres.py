@@ -59,16 +59,31 @@ _PERMITS: Final = f"""
 SELECT count(*) FROM lw_permits WHERE kind = %s AND name = %s AND expires_at >= {NOW}
 """
 #: The claim when some queue has a limit: ``room`` says how many more runs each limited
-#: queue may start now; runs of each queue are numbered in claim order and taken while
-#: their number is within the room. Sub-runs take no place in a queue.
+#: queue may start now. The candidates are bounded, so a long backlog is not scanned: the
+#: oldest runs of unlimited queues and sub-runs (which take no place), the oldest ``room``
+#: runs of each limited queue (index ``run_queue_queued_by_queue_idx``), and the expired
+#: leases; then each limited queue's candidates are numbered in claim order and taken
+#: while their number is within its room.
 CLAIM_LIMITED: Final = f"""
 WITH room AS (
     SELECT * FROM unnest(%(queues)s::text[], %(room)s::int[]) AS r(queue, room)
 ), candidates AS (
-    SELECT run_id, submitted_at, parent_run_id, queue FROM run_queue WHERE state = 'queued'
+    (SELECT run_id, submitted_at, parent_run_id, queue FROM run_queue
+     WHERE state = 'queued'
+        AND (parent_run_id IS NOT NULL OR NOT (queue = ANY(%(queues)s::text[])))
+     ORDER BY (parent_run_id IS NULL), submitted_at LIMIT %(limit)s)
     UNION ALL
-    SELECT run_id, submitted_at, parent_run_id, queue FROM run_queue
-    WHERE state = 'leased' AND lease_expires_at < {NOW}
+    (SELECT q.run_id, q.submitted_at, q.parent_run_id, q.queue
+     FROM room r CROSS JOIN LATERAL (
+        SELECT run_id, submitted_at, parent_run_id, queue FROM run_queue
+        WHERE state = 'queued' AND parent_run_id IS NULL AND queue = r.queue
+        ORDER BY submitted_at LIMIT LEAST(r.room, %(limit)s)
+     ) q
+     WHERE r.room > 0)
+    UNION ALL
+    (SELECT run_id, submitted_at, parent_run_id, queue FROM run_queue
+     WHERE state = 'leased' AND lease_expires_at < {NOW}
+     ORDER BY lease_expires_at LIMIT %(limit)s)
 ), ranked AS (
     SELECT c.run_id, c.submitted_at, c.parent_run_id, r.room,
         row_number() OVER (

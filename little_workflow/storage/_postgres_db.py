@@ -208,6 +208,8 @@ MIGRATIONS: Final[Sequence[LiteralString]] = (
     """
     ALTER TABLE run_queue ADD COLUMN queue text COLLATE "C" NOT NULL DEFAULT 'default';
     CREATE INDEX run_queue_leased_by_queue_idx ON run_queue (queue) WHERE state = 'leased';
+    CREATE INDEX run_queue_queued_by_queue_idx ON run_queue (queue, submitted_at)
+        WHERE state = 'queued' AND parent_run_id IS NULL;
     CREATE TABLE lw_limits (
         kind text COLLATE "C" NOT NULL CHECK (kind IN ('queue', 'model')),
         name text COLLATE "C" NOT NULL,
