@@ -47,6 +47,9 @@ _COLUMNS: Final = (
     "run_id, state, submitted_at, worker_id, lease_token, lease_expires_at, attempts, "
     "finished_at, outcome, queue"
 )
+_CANDIDATES: Final = (
+    "SELECT run_id, queue, parent_run_id IS NULL, submitted_at, rowid FROM run_queue "
+)
 _LEASED: Final = (
     "SELECT run_id, lease_expires_at, holder, queue, parent_run_id FROM run_queue "
     "WHERE state = 'leased'"
@@ -176,14 +179,30 @@ class SqliteRunQueue:
             now = time.time()
             lapsed, live = _leases(conn, now)
             room = limits.room_left(conn, "queue", live.__getitem__, now)
+            # Bounded reads, so that a long backlog in a full queue is not read at each
+            # poll: the oldest runs of unlimited queues and sub-runs, the oldest ``room``
+            # runs of each limited queue, and the lapsed leases; then in claim order.
             rows = conn.execute(
-                "SELECT run_id, queue, parent_run_id IS NULL FROM run_queue "
-                "WHERE state = 'queued' OR run_id IN (SELECT value FROM json_each(?)) "
-                "ORDER BY (parent_run_id IS NULL), submitted_at, rowid",
-                (json.dumps(lapsed),),
-            )
+                _CANDIDATES + "WHERE state = 'queued' AND (parent_run_id IS NOT NULL "
+                "OR queue NOT IN (SELECT value FROM json_each(?))) "
+                "ORDER BY (parent_run_id IS NULL), submitted_at, rowid LIMIT ?",
+                (json.dumps(sorted(room)), limit),
+            ).fetchall()
+            for name, left in room.items():
+                if left > 0:
+                    rows += conn.execute(
+                        _CANDIDATES + "WHERE state = 'queued' AND parent_run_id IS NULL "
+                        "AND queue = ? ORDER BY submitted_at, rowid LIMIT ?",
+                        (name, min(left, limit)),
+                    ).fetchall()
+            if lapsed:
+                rows += conn.execute(
+                    _CANDIDATES + "WHERE run_id IN (SELECT value FROM json_each(?))",
+                    (json.dumps(lapsed),),
+                ).fetchall()
+            rows.sort(key=lambda row: (row[2], row[3], row[4]))
             chosen: list[tuple[str, str | None]] = []
-            for run_id, queue, limited in rows:
+            for run_id, queue, limited, _, _ in rows:
                 if len(chosen) == limit:
                     break
                 if not limited or queue not in room:

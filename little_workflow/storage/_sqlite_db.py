@@ -117,6 +117,8 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     # limited model slots held now (``holder``: the process, as in ``run_queue``).
     (
         "ALTER TABLE run_queue ADD COLUMN queue TEXT NOT NULL DEFAULT 'default'",
+        "CREATE INDEX run_queue_queued_by_queue ON run_queue (queue, submitted_at) "
+        "WHERE state = 'queued' AND parent_run_id IS NULL",
         """CREATE TABLE lw_limits (
             kind TEXT NOT NULL CHECK (kind IN ('queue', 'model')),
             name TEXT NOT NULL,

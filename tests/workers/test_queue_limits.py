@@ -1,6 +1,6 @@
 """A queue's concurrency limit holds across worker processes, on SQLite and on PostgreSQL.
 
-Four ``little-workflow worker`` processes, each able to drive four runs at once, share
+Four ``little-workflow worker`` processes, each able to drive two runs at once, share
 one store holding 30 runs submitted to a queue limited to 3. Each run's one step writes
 a ``start`` and an ``end`` line to a file (one ``O_APPEND`` write each, so the file's
 line order is the order they happened in, whichever process wrote them). Afterwards:
@@ -48,7 +48,7 @@ def _start_worker(
     store: str, tmp_path: Path, name: str, env: dict[str, str]
 ) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
-        worker_command(store, tmp_path / name, name, concurrency=4, lease=10),
+        worker_command(store, tmp_path / name, name, concurrency=2, lease=10),
         cwd=REPO,
         env=env,
         stdout=subprocess.DEVNULL,
@@ -97,7 +97,7 @@ async def test_a_queue_limit_of_3_holds_across_4_worker_processes(
     assert sorted(line.split()[1] for line in lines if line.startswith("start")) == run_ids
     peak = peak_overlap(lines)
     assert peak <= LIMIT
-    # The workers had 16 places between them: the queue's limit is what held them back,
+    # The workers had 8 places between them: the queue's limit is what held them back,
     # and it was reached (the test would not show a limit never approached).
     assert peak >= 2
     drivers = {line.split()[3] for line in lines}
