@@ -169,8 +169,7 @@ def model_list(options: Options, *, as_json: bool, store_url: str | None) -> Non
 
     async def work() -> Any:
         async with _runtime(options) as runtime:
-            await runtime.open()
-            return await runtime.queue.limits("model")
+            return await runtime.model_limits()
 
     found = execute(options, work)
     rows = [
@@ -202,8 +201,7 @@ def model_remove(options: Options, *, slot: str, store_url: str | None) -> None:
 
     async def work() -> bool:
         async with _runtime(options) as runtime:
-            await runtime.open()
-            return bool(await runtime.queue.remove_limit("model", slot))
+            return bool(await runtime.remove_model_limit(slot))
 
     removed = execute(options, work)
     click.echo(f"model slot {slot}: limits removed" if removed else f"model slot {slot}: no limits")

@@ -315,6 +315,16 @@ class Runtime(RunResources):
         await self.open()
         await self.queue.set_limit("model", slot, Limit(concurrency=concurrency, rate=rate))
 
+    async def model_limits(self) -> dict[str, Limit]:
+        """The model slots that have limits, and their limits."""
+        await self.open()
+        return await self.queue.limits("model")
+
+    async def remove_model_limit(self, slot: str) -> bool:
+        """Forget model slot ``slot``'s limits; whether it had any."""
+        await self.open()
+        return await self.queue.remove_limit("model", slot)
+
     async def add_schedule(
         self,
         name: str,
