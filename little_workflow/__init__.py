@@ -135,6 +135,8 @@ if TYPE_CHECKING:
     )
     from little_workflow.storage import (
         EventLog,
+        Limit,
+        Rate,
         RunInfo,
         StorageAdapter,
         create_file_storage,
@@ -267,6 +269,8 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     ),
     "little_workflow.storage": (
         "EventLog",
+        "Limit",
+        "Rate",
         "RunInfo",
         "StorageAdapter",
         "create_file_storage",
@@ -324,6 +328,7 @@ __all__ = [
     "IpcProtocolError",
     "JsonValue",
     "LeaseLostError",
+    "Limit",
     "LittleWorkflowError",
     "LockTimeoutError",
     "LwirError",
@@ -340,6 +345,7 @@ __all__ = [
     "OutputStep",
     "PayloadTooLargeError",
     "PlannerError",
+    "Rate",
     "RecordedFailure",
     "ReplayResult",
     "RestoreContextOptions",

@@ -129,6 +129,17 @@ COMMANDS: dict[str, LazyCommand] = {
         summary="Show the agents' memory: the namespaces; NAMESPACE's keys and values; or "
         "KEY's value.",
     ),
+    "model-limit": LazyCommand(
+        module=_CLI + "_queues",
+        attr="model_limit",
+        summary="Limits of the model calls through a model slot, in every process: set, list, "
+        "remove.",
+    ),
+    "queue": LazyCommand(
+        module=_CLI + "_queues",
+        attr="queue",
+        summary="Named queues of submitted runs and their limits: set, list, remove.",
+    ),
     "replay": LazyCommand(
         module=_CLI + "_runs",
         attr="replay",

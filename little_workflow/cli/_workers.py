@@ -47,6 +47,13 @@ def _with_store(options: Options, store_url: str | None) -> Options:
 @workflow_argument
 @input_option("The run's input")
 @click.option("--run-id", default=None, help="Use this run id (queues it again if it exists).")
+@click.option(
+    "--queue",
+    "queue_name",
+    default="default",
+    show_default=True,
+    help="The queue whose limits the run is claimed under (see `queue set`).",
+)
 @store_option
 @click.pass_obj
 def submit(
@@ -55,6 +62,7 @@ def submit(
     workflow: Path | str,
     input_text: str | None,
     run_id: str | None,
+    queue_name: str,
     store_url: str | None,
 ) -> None:
     """Queue a run of WORKFLOW for the workers and print its id."""
@@ -63,7 +71,7 @@ def submit(
 
     async def work() -> str:
         async with _runtime(options) as runtime:
-            return str(await runtime.submit(workflow, run_input, run_id=run_id))
+            return str(await runtime.submit(workflow, run_input, run_id=run_id, queue=queue_name))
 
     click.echo(execute(options, work, result_on_stdout=True))
 

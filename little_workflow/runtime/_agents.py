@@ -32,6 +32,7 @@ from little_workflow.ids import new_id
 from little_workflow.lwir import AgentStep, DecisionStep, FixerPolicy, StepBase
 from little_workflow.runtime._core import Arguments, DurableRun, Site, StepUnit
 from little_workflow.runtime._host import RunHost, SubRunner
+from little_workflow.runtime._model_limits import limited_slots
 from little_workflow.runtime._sessions import SessionRecorder, session_manifest
 from little_workflow.runtime._state import RunState
 from little_workflow.runtime._workflows import WorkflowVersion
@@ -170,7 +171,7 @@ async def run_session(
     harness = AgentHarness(
         name=f"{execution.run_id}/{session_id}",
         agent_graph=graph,
-        model_slots=runtime.model_slots,
+        model_slots=limited_slots(runtime.model_slots, runtime.permits),
         tools=toolset if toolset is not None else runtime.toolset,
     )
     ctx = harness.create_context(

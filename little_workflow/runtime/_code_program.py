@@ -35,10 +35,11 @@ from little_workflow.runtime._code_run import CodeRun, bind_input
 from little_workflow.runtime._core import DurableRun
 from little_workflow.runtime._host import RunHost, StoreHost, SubRunner
 from little_workflow.runtime._launch import Launcher, RunResult
+from little_workflow.runtime._queues import check_queue
 from little_workflow.runtime._run_lock import locked
 from little_workflow.runtime._state import RunState, read_state
 from little_workflow.runtime._workflows import WorkflowVersion
-from little_workflow.storage import RunQueue
+from little_workflow.storage import DEFAULT_QUEUE, RunQueue
 
 __all__ = [
     "CodeHost",
@@ -229,7 +230,12 @@ async def run_code(
 
 
 async def submit_code(
-    host: CodeHost, function: Callable[..., Any], input: object, *, run_id: str | None = None
+    host: CodeHost,
+    function: Callable[..., Any],
+    input: object,
+    *,
+    run_id: str | None = None,
+    queue: str = DEFAULT_QUEUE,
 ) -> str:
     """Commit a run of ``function``'s ``RunStarted`` and queue it for a worker; its id.
 
@@ -237,7 +243,7 @@ async def submit_code(
     queued again (a submit cut between its two writes), anything else is refused.
     """
     await host.open()
-    queue = host.queue
+    queue_name = await check_queue(host.queue, queue)
     program = CodeProgram(host, function)
     dumps(input, where="run input")
     bind_input(function, input, where=f"workflow {program.spec.qualified!r}")
@@ -250,5 +256,5 @@ async def submit_code(
             run_input, parent_run_id=None, parent_step_path=None, outer_loop=None
         )
         await host.events.append(run_id, [started], expected_seq=0)
-    await queue.submit(run_id)
+    await host.queue.submit(run_id, queue=queue_name)
     return run_id

@@ -19,7 +19,7 @@ from little_workflow.runtime._datadir import DataDir
 from little_workflow.runtime._faults import CrashAfterEvents, FaultPoints
 from little_workflow.runtime._functions import FunctionRegistry
 from little_workflow.runtime._workflows import WorkflowCatalog, WorkflowVersion
-from little_workflow.storage import BlobStore, ManagedStorage, PayloadLog, Store
+from little_workflow.storage import BlobStore, ManagedStorage, PayloadLog, RunQueue, Store
 
 if TYPE_CHECKING:
     from little_workflow.harness._harness import Toolset
@@ -158,6 +158,12 @@ class RunHost(CoreHost, Protocol):
     @property
     def model_slots(self) -> Mapping[str, ModelSlot]:
         """Model slots by name."""
+        ...
+
+    @property
+    def permits(self) -> RunQueue | None:
+        """Where calls through a limited model slot take permits (``_model_limits``):
+        the store's run queue; ``None`` for a store without one."""
         ...
 
     @property

@@ -228,6 +228,12 @@ class RunResources:
             )
         return queue
 
+    @property
+    def permits(self) -> RunQueue | None:
+        """The store's run queue, where limited model slots take permits; ``None`` for
+        the memory: store (one process: nothing to share a limit with)."""
+        return self._require().queue
+
     def with_model_slots(self, model_slots: Mapping[str, ModelSlot] | None) -> Self:
         """A view of this runtime (same store, same everything) with ``model_slots`` on top.
 

@@ -55,6 +55,7 @@ from little_workflow.runtime._outer import (
     run_outer_loop,
 )
 from little_workflow.runtime._outer import status as outer_loop_status
+from little_workflow.runtime._queues import QueueInfo, check_queue, list_queues
 from little_workflow.runtime._resources import RunResources
 from little_workflow.runtime._run_lock import locked
 from little_workflow.runtime._schedules import (
@@ -70,7 +71,10 @@ from little_workflow.runtime._state import RunState, fold, read_state
 from little_workflow.runtime._stuck import StuckRun, find_stuck_runs
 from little_workflow.runtime._workflows import WorkflowVersion
 from little_workflow.storage import (
+    DEFAULT_QUEUE,
     Claim,
+    Limit,
+    Rate,
     RunInfo,
     fenced,
 )
@@ -256,28 +260,70 @@ class Runtime(RunResources):
         input: object = None,
         *,
         run_id: str | None = None,
+        queue: str = DEFAULT_QUEUE,
     ) -> str:
         """Create a run of ``workflow`` with ``input`` and queue it for a worker; its id.
 
         Nothing runs here: the run's workflow is pinned and its ``RunStarted`` committed,
-        then it is queued, so any worker can resume it from the store alone. Submitting
-        an existing ``run_id`` with the same workflow and input queues it if it is not
-        yet (a submit interrupted between the two writes), and changes nothing else.
+        then it is queued on ``queue`` (``default``, or one ``set_queue`` stored: else
+        ``ConfigError`` and nothing is written), so any worker can resume it from the
+        store alone. Submitting an existing ``run_id`` with the same workflow and input
+        queues it if it is not yet (a submit interrupted between the two writes), and
+        changes nothing else.
         """
         code = code_workflow(workflow)
         if code is not None or callable(workflow):
             function = code or cast("Callable[..., Any]", workflow)
-            return await submit_code(self, function, input, run_id=run_id)
+            return await submit_code(self, function, input, run_id=run_id, queue=queue)
         await self.open()
-        queue = self.queue
+        queue_name = await check_queue(self.queue, queue)
         version, run_input = await self._prepare(workflow, input)
         run_id = new_id("run") if run_id is None else validate_id(run_id, what="run id")
         if await self.events.read(run_id, limit=1):
             check_same_run(await read_state(self.events, run_id), version, run_input)
         else:
             await self.events.append(run_id, [version.run_started(run_input)], expected_seq=0)
-        await queue.submit(run_id)
+        await self.queue.submit(run_id, queue=queue_name)
         return run_id
+
+    async def set_queue(
+        self, name: str, *, concurrency: int | None = None, rate: Rate | None = None
+    ) -> QueueInfo:
+        """Store queue ``name``'s limits, replacing any before: at most ``concurrency`` of
+        its runs held by workers at once, at most ``rate`` claims (``storage/_limits.py``).
+        Every worker of the store enforces them from its next claim."""
+        await self.open()
+        limit = Limit(concurrency=concurrency, rate=rate)
+        await self.queue.set_limit("queue", name, limit)
+        return QueueInfo(name=name, limit=limit)
+
+    async def queues(self) -> list[QueueInfo]:
+        """Every queue and its limits, ``default`` included."""
+        await self.open()
+        return await list_queues(self.queue)
+
+    async def remove_queue(self, name: str) -> bool:
+        """Forget queue ``name``'s limits (its queued runs are then claimed unlimited)."""
+        await self.open()
+        return await self.queue.remove_limit("queue", name)
+
+    async def set_model_limit(
+        self, slot: str, *, concurrency: int | None = None, rate: Rate | None = None
+    ) -> None:
+        """Store model slot ``slot``'s limits: at most ``concurrency`` calls through it at
+        once and ``rate`` calls, across every process of the store (``_model_limits``)."""
+        await self.open()
+        await self.queue.set_limit("model", slot, Limit(concurrency=concurrency, rate=rate))
+
+    async def model_limits(self) -> dict[str, Limit]:
+        """The model slots that have limits, and their limits."""
+        await self.open()
+        return await self.queue.limits("model")
+
+    async def remove_model_limit(self, slot: str) -> bool:
+        """Forget model slot ``slot``'s limits; whether it had any."""
+        await self.open()
+        return await self.queue.remove_limit("model", slot)
 
     async def add_schedule(
         self,

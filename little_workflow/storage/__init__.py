@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from little_workflow.storage._fence import Fence, current_fence, fenced
     from little_workflow.storage._file import FileStorage, create_file_storage
     from little_workflow.storage._keys import MAX_KEY_LENGTH, validate_key, validate_prefix
+    from little_workflow.storage._limits import DEFAULT_QUEUE, Limit, Permit, Rate
     from little_workflow.storage._memory import (
         MemoryEventLog,
         MemoryStorage,
@@ -68,6 +69,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "validate_key",
         "validate_prefix",
     ),
+    "little_workflow.storage._limits": ("DEFAULT_QUEUE", "Limit", "Permit", "Rate"),
     "little_workflow.storage._memory": (
         "MemoryEventLog",
         "MemoryStorage",
@@ -107,6 +109,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
 __all__ = [
     "DEFAULT_INLINE_BYTES",
     "DEFAULT_MAX_PAYLOAD_BYTES",
+    "DEFAULT_QUEUE",
     "MAX_KEY_LENGTH",
     "SQLITE_DEFAULT_FILENAME",
     "BlobInfo",
@@ -117,13 +120,16 @@ __all__ = [
     "Fence",
     "FileBlobStore",
     "FileStorage",
+    "Limit",
     "ManagedStorage",
     "MemoryBlobStore",
     "MemoryEventLog",
     "MemoryStorage",
     "PayloadLog",
     "PayloadRef",
+    "Permit",
     "QueueEntry",
+    "Rate",
     "RunInfo",
     "RunQueue",
     "StorageAdapter",

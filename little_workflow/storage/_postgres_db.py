@@ -200,6 +200,39 @@ MIGRATIONS: Final[Sequence[LiteralString]] = (
     END
     $$;
     """,
+    # 4: queues and limits (``storage/_limits.py``): each submitted run names its queue;
+    # a queue's or a model slot's limit is a row of ``lw_limits`` (locked FOR UPDATE by
+    # whoever claims or takes a permit under it, so two workers cannot both take the
+    # last place); ``lw_limit_starts`` holds the starts of the last rate period;
+    # ``lw_permits`` the permits of limited model slots held now, under leases.
+    """
+    ALTER TABLE run_queue ADD COLUMN queue text COLLATE "C" NOT NULL DEFAULT 'default';
+    CREATE INDEX run_queue_leased_by_queue_idx ON run_queue (queue) WHERE state = 'leased';
+    CREATE INDEX run_queue_queued_by_queue_idx ON run_queue (queue, submitted_at)
+        WHERE state = 'queued' AND parent_run_id IS NULL;
+    CREATE TABLE lw_limits (
+        kind text COLLATE "C" NOT NULL CHECK (kind IN ('queue', 'model')),
+        name text COLLATE "C" NOT NULL,
+        concurrency integer,
+        rate_count integer,
+        rate_period double precision,
+        updated_at double precision NOT NULL,
+        PRIMARY KEY (kind, name)
+    );
+    CREATE TABLE lw_limit_starts (
+        kind text COLLATE "C" NOT NULL,
+        name text COLLATE "C" NOT NULL,
+        at double precision NOT NULL
+    );
+    CREATE INDEX lw_limit_starts_idx ON lw_limit_starts (kind, name, at);
+    CREATE TABLE lw_permits (
+        permit_id text COLLATE "C" PRIMARY KEY,
+        kind text COLLATE "C" NOT NULL,
+        name text COLLATE "C" NOT NULL,
+        expires_at double precision NOT NULL
+    );
+    CREATE INDEX lw_permits_idx ON lw_permits (kind, name, expires_at);
+    """,
 )
 
 DEFAULT_MAX_CONNECTIONS: Final = 8

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, Protocol, cast, runtime_checkable
 
 from little_workflow.storage._fence import Fence
+from little_workflow.storage._limits import DEFAULT_QUEUE, Limit, LimitKind, Permit
 
 __all__ = ["Claim", "QueueEntry", "RunQueue", "WorkerInfo"]
 
@@ -56,11 +57,14 @@ class QueueEntry:
     finished_at: float | None
     #: The run's status when it finished (``completed``, ``failed``, ``cancelled``).
     outcome: str | None
+    #: The queue it was submitted to (``storage/_limits.py``).
+    queue: str = DEFAULT_QUEUE
 
     @classmethod
     def from_row(cls, row: tuple[Any, ...]) -> QueueEntry:
         """An entry from a ``run_queue`` row in field order (every backend's ``SELECT``)."""
-        run_id, state, submitted, worker, token, expires, attempts, finished, outcome = row
+        run_id, state, submitted, worker, token, expires, attempts, finished, outcome = row[:9]
+        queue = str(row[9]) if len(row) > 9 else DEFAULT_QUEUE
         return cls(
             run_id=run_id,
             state=cast(QueueState, state),
@@ -71,6 +75,7 @@ class QueueEntry:
             attempts=int(attempts),
             finished_at=None if finished is None else float(finished),
             outcome=outcome,
+            queue=queue,
         )
 
 
@@ -93,11 +98,15 @@ class WorkerInfo:
 class RunQueue(Protocol):
     """Where submitted runs wait for a worker. See the module docstring."""
 
-    async def submit(self, run_id: str, *, parent_run_id: str | None = None) -> bool:
-        """Queue ``run_id``; ``False`` if it was submitted before (nothing changes).
+    async def submit(
+        self, run_id: str, *, parent_run_id: str | None = None, queue: str = DEFAULT_QUEUE
+    ) -> bool:
+        """Queue ``run_id`` on ``queue``; ``False`` if it was submitted before (nothing
+        changes).
 
         A sub-run handed to the queue by a worker's run names its parent: such runs are
-        claimed before the backlog, since a parent is waiting for them.
+        claimed before the backlog, since a parent is waiting for them, and take no
+        place in any queue's limit (the parent holds one already).
         """
         ...
 
@@ -106,7 +115,13 @@ class RunQueue(Protocol):
         ...
 
     async def claim(self, worker_id: str, *, limit: int, lease_seconds: float) -> list[Claim]:
-        """Up to ``limit`` ready runs (queued, or leased and expired), oldest first."""
+        """Up to ``limit`` ready runs (queued, or leased and expired), oldest first.
+
+        A run of a queue with a stored limit is claimable only while the queue has fewer
+        than ``concurrency`` runs under live leases and fewer than ``rate.count`` claims
+        in the last ``rate.per`` seconds, counted and taken in one transaction. A run
+        that cannot be claimed for its queue's limit does not hold up other queues' runs.
+        """
         ...
 
     async def renew(
@@ -174,4 +189,37 @@ class RunQueue(Protocol):
 
     async def expired(self) -> list[QueueEntry]:
         """Leased runs whose lease has expired (nobody is driving them)."""
+        ...
+
+    async def set_limit(self, kind: LimitKind, name: str, limit: Limit) -> None:
+        """Store the limit of queue (``kind="queue"``) or model slot (``"model"``)
+        ``name``, replacing any before; every worker enforces it from its next claim."""
+        ...
+
+    async def limits(self, kind: LimitKind) -> dict[str, Limit]:
+        """The stored limits of ``kind``, by name (a name absent is unlimited)."""
+        ...
+
+    async def remove_limit(self, kind: LimitKind, name: str) -> bool:
+        """Delete the limit of ``name``; whether there was one."""
+        ...
+
+    async def acquire_permit(
+        self, kind: LimitKind, name: str, *, lease_seconds: float
+    ) -> Permit | float | None:
+        """Take a permit of ``name`` under its limit, in one transaction.
+
+        The ``Permit`` (hold it, renew it within ``lease_seconds``, release it); ``None``
+        if ``name`` has no stored limit (nothing to take or release); or, when the limit
+        is reached, the seconds worth waiting before asking again. A permit whose holder
+        stops renewing it (or, on SQLite, whose process died) no longer counts.
+        """
+        ...
+
+    async def renew_permits(self, permits: Sequence[Permit], *, lease_seconds: float) -> set[str]:
+        """Extend the permits still held; the permit ids renewed."""
+        ...
+
+    async def release_permit(self, permit: Permit) -> bool:
+        """Give ``permit`` back; whether it was still held."""
         ...

@@ -9,11 +9,20 @@ disagree still agree on when a lease ends.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Sequence
 from typing import Final
 
 from little_workflow.ids import validate_id
+from little_workflow.storage import _limits_postgres as limits
 from little_workflow.storage._fence import Fence
+from little_workflow.storage._limits import (
+    DEFAULT_QUEUE,
+    Limit,
+    LimitKind,
+    Permit,
+    check_limit_name,
+)
 from little_workflow.storage._postgres_db import PostgresDatabase
 from little_workflow.storage._queue import Claim, QueueEntry, WorkerInfo
 
@@ -22,8 +31,8 @@ __all__ = ["PostgresRunQueue"]
 _NOW: Final = "extract(epoch FROM clock_timestamp())::double precision"
 
 _SUBMIT: Final = f"""
-INSERT INTO run_queue (run_id, state, submitted_at, parent_run_id)
-VALUES (%s, 'queued', {_NOW}, %s)
+INSERT INTO run_queue (run_id, state, submitted_at, parent_run_id, queue)
+VALUES (%s, 'queued', {_NOW}, %s, %s)
 ON CONFLICT (run_id) DO NOTHING
 """
 # Queued runs first (oldest first), then runs whose lease expired: a run abandoned by a
@@ -110,7 +119,7 @@ WHERE q.run_id = free.run_id
 _FORGET: Final = "DELETE FROM run_queue WHERE run_id = ANY(%s::text[]) AND state = 'done'"
 _COLUMNS: Final = (
     "run_id, state, submitted_at, worker_id, lease_token, lease_expires_at, attempts, "
-    "finished_at, outcome"
+    "finished_at, outcome, queue"
 )
 _GET: Final = f"SELECT {_COLUMNS} FROM run_queue WHERE run_id = %s"
 _EXPIRED: Final = (
@@ -149,12 +158,15 @@ class PostgresRunQueue:
     def __init__(self, database: PostgresDatabase) -> None:
         self._database = database
 
-    async def submit(self, run_id: str, *, parent_run_id: str | None = None) -> bool:
-        """Queue ``run_id``; ``False`` if it was submitted before."""
+    async def submit(
+        self, run_id: str, *, parent_run_id: str | None = None, queue: str = DEFAULT_QUEUE
+    ) -> bool:
+        """Queue ``run_id`` on ``queue``; ``False`` if it was submitted before."""
         validate_id(run_id, what="run id")
+        check_limit_name("queue", queue)
         doing = f"submit run {run_id!r}"
         async with self._database.connection(doing) as conn:
-            cursor = await conn.execute(_SUBMIT, [run_id, parent_run_id])
+            cursor = await conn.execute(_SUBMIT, [run_id, parent_run_id, queue])
             return cursor.rowcount == 1
 
     async def claim_run(self, run_id: str, worker_id: str, *, lease_seconds: float) -> Claim | None:
@@ -179,11 +191,24 @@ class PostgresRunQueue:
         if limit < 1:
             return []
         doing = f"claim runs for worker {worker_id!r}"
-        async with self._database.connection(doing) as conn:
-            cursor = await conn.execute(
-                _CLAIM, {"limit": limit, "worker": worker_id, "seconds": lease_seconds}
-            )
-            rows = await cursor.fetchall()
+        params = {"limit": limit, "worker": worker_id, "seconds": lease_seconds}
+        async with self._database.transaction(doing) as conn:
+            # Limited queues' rows stay locked until this claim commits: the next claim
+            # counts the leases taken here.
+            locked = await limits.lock_limits(conn, "queue")
+            if not locked:
+                cursor = await conn.execute(_CLAIM, params)
+                rows = [row[:4] for row in await cursor.fetchall()]
+            else:
+                room = await limits.room_left(conn, locked)
+                cursor = await conn.execute(
+                    limits.CLAIM_LIMITED,
+                    {**params, "queues": list(room), "room": list(room.values())},
+                )
+                taken = await cursor.fetchall()
+                started = [row[4] for row in taken if row[5] is None and row[4] in room]
+                await limits.record_starts(conn, "queue", started, locked)
+                rows = [row[:4] for row in taken]
         return [
             Claim(
                 fence=Fence(run_id=run_id, token=int(token)),
@@ -321,3 +346,57 @@ class PostgresRunQueue:
             )
             for row in rows
         ]
+
+    # --- limits (``storage/_limits.py``) --------------------------------------------
+
+    async def set_limit(self, kind: LimitKind, name: str, limit: Limit) -> None:
+        """Store the limit of queue or model slot ``name`` (replacing any before)."""
+        kind, name = check_limit_name(kind, name)
+        async with self._database.connection(f"set the limit of {kind} {name!r}") as conn:
+            await limits.write_limit(conn, kind, name, limit)
+
+    async def limits(self, kind: LimitKind) -> dict[str, Limit]:
+        """The stored limits of ``kind``, by name."""
+        kind, _ = check_limit_name(kind, DEFAULT_QUEUE)
+        async with self._database.connection(f"read the {kind} limits") as conn:
+            return await limits.read_limits(conn, kind)
+
+    async def remove_limit(self, kind: LimitKind, name: str) -> bool:
+        """Delete the limit of ``name``; whether there was one."""
+        kind, name = check_limit_name(kind, name)
+        async with self._database.transaction(f"remove the limit of {kind} {name!r}") as conn:
+            return await limits.remove_limit(conn, kind, name)
+
+    async def acquire_permit(
+        self, kind: LimitKind, name: str, *, lease_seconds: float
+    ) -> Permit | float | None:
+        """A permit of ``name`` now; ``None`` if it has no limit; else seconds to wait."""
+        kind, name = check_limit_name(kind, name)
+        permit_id = uuid.uuid4().hex
+        # Most slots have no limit: a look first, without a transaction or a row lock.
+        if name not in await self.limits(kind):
+            return None
+        async with self._database.transaction(f"take a permit of {kind} {name!r}") as conn:
+            return await limits.acquire_permit(
+                conn, kind, name, permit_id=permit_id, lease_seconds=lease_seconds
+            )
+
+    async def renew_permits(self, permits: Sequence[Permit], *, lease_seconds: float) -> set[str]:
+        """Extend the permits still held; the permit ids renewed."""
+        if not permits:
+            return set()
+        async with self._database.connection(f"renew {len(permits)} permit(s)") as conn:
+            cursor = await conn.execute(
+                f"UPDATE lw_permits SET expires_at = {_NOW} + %s "
+                f"WHERE permit_id = ANY(%s::text[]) AND expires_at >= {_NOW} RETURNING permit_id",
+                [lease_seconds, [permit.permit_id for permit in permits]],
+            )
+            return {str(row[0]) for row in await cursor.fetchall()}
+
+    async def release_permit(self, permit: Permit) -> bool:
+        """Give ``permit`` back; whether it was still held."""
+        async with self._database.connection(f"release permit of {permit.name!r}") as conn:
+            cursor = await conn.execute(
+                "DELETE FROM lw_permits WHERE permit_id = %s", [permit.permit_id]
+            )
+            return cursor.rowcount == 1

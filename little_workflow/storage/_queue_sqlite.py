@@ -21,13 +21,23 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
+import uuid
+from collections import Counter
 from collections.abc import Sequence
 from typing import Final
 
 from little_workflow.errors import LeaseLostError
 from little_workflow.ids import validate_id
 from little_workflow.platform._proc import ProcessIdentity, current_process, is_alive
+from little_workflow.storage import _limits_sqlite as limits
 from little_workflow.storage._fence import Fence
+from little_workflow.storage._limits import (
+    DEFAULT_QUEUE,
+    Limit,
+    LimitKind,
+    Permit,
+    check_limit_name,
+)
 from little_workflow.storage._queue import Claim, QueueEntry, WorkerInfo
 from little_workflow.storage._sqlite_db import SqliteDatabase
 
@@ -35,9 +45,15 @@ __all__ = ["SqliteRunQueue", "check_fence"]
 
 _COLUMNS: Final = (
     "run_id, state, submitted_at, worker_id, lease_token, lease_expires_at, attempts, "
-    "finished_at, outcome"
+    "finished_at, outcome, queue"
 )
-_LEASED: Final = "SELECT run_id, lease_expires_at, holder FROM run_queue WHERE state = 'leased'"
+_CANDIDATES: Final = (
+    "SELECT run_id, queue, parent_run_id IS NULL, submitted_at, rowid FROM run_queue "
+)
+_LEASED: Final = (
+    "SELECT run_id, lease_expires_at, holder, queue, parent_run_id FROM run_queue "
+    "WHERE state = 'leased'"
+)
 
 
 def _holder_alive(holder: str | None) -> bool:
@@ -57,8 +73,21 @@ def _live(expires_at: float | None, holder: str | None, now: float) -> bool:
 
 def _lapsed_leases(conn: sqlite3.Connection, now: float) -> list[str]:
     """Run ids of leased rows whose lease no longer holds (expired, or holder dead)."""
-    rows = conn.execute(_LEASED).fetchall()
-    return [run_id for run_id, expires, holder in rows if not _live(expires, holder, now)]
+    return _leases(conn, now)[0]
+
+
+def _leases(conn: sqlite3.Connection, now: float) -> tuple[list[str], Counter[str]]:
+    """The lapsed leases' run ids, and how many live leases each queue has.
+
+    A sub-run (it has a parent run) counts in no queue: its parent holds a place already.
+    """
+    lapsed, live = [], Counter[str]()
+    for run_id, expires, holder, queue, parent in conn.execute(_LEASED).fetchall():
+        if not _live(expires, holder, now):
+            lapsed.append(run_id)
+        elif parent is None:
+            live[queue] += 1
+    return lapsed, live
 
 
 def check_fence(conn: sqlite3.Connection, fence: Fence, *, appending_to: str) -> None:
@@ -107,15 +136,18 @@ class SqliteRunQueue:
             )
         return claims
 
-    async def submit(self, run_id: str, *, parent_run_id: str | None = None) -> bool:
-        """Queue ``run_id``; ``False`` if it was submitted before."""
+    async def submit(
+        self, run_id: str, *, parent_run_id: str | None = None, queue: str = DEFAULT_QUEUE
+    ) -> bool:
+        """Queue ``run_id`` on ``queue``; ``False`` if it was submitted before."""
         validate_id(run_id, what="run id")
+        check_limit_name("queue", queue)
 
         def work(conn: sqlite3.Connection) -> bool:
             cursor = conn.execute(
-                "INSERT INTO run_queue (run_id, state, submitted_at, parent_run_id) "
-                "VALUES (?, 'queued', ?, ?) ON CONFLICT (run_id) DO NOTHING",
-                (run_id, time.time(), parent_run_id),
+                "INSERT INTO run_queue (run_id, state, submitted_at, parent_run_id, queue) "
+                "VALUES (?, 'queued', ?, ?, ?) ON CONFLICT (run_id) DO NOTHING",
+                (run_id, time.time(), parent_run_id, queue),
             )
             return cursor.rowcount == 1
 
@@ -142,23 +174,57 @@ class SqliteRunQueue:
         if limit < 1:
             return []
 
-        def ready(conn: sqlite3.Connection) -> list[str]:
-            lapsed = _lapsed_leases(conn, time.time())
+        def ready(conn: sqlite3.Connection) -> list[tuple[str, str | None]]:
+            """The runs to claim, each with the limited queue it takes a place in."""
+            now = time.time()
+            lapsed, live = _leases(conn, now)
+            room = limits.room_left(conn, "queue", live.__getitem__, now)
+            # Bounded reads, so that a long backlog in a full queue is not read at each
+            # poll: the oldest runs of unlimited queues and sub-runs, the oldest ``room``
+            # runs of each limited queue, and the lapsed leases; then in claim order.
             rows = conn.execute(
-                "SELECT run_id FROM run_queue WHERE state = 'queued' "
-                "OR run_id IN (SELECT value FROM json_each(?)) "
+                _CANDIDATES + "WHERE state = 'queued' AND (parent_run_id IS NOT NULL "
+                "OR queue NOT IN (SELECT value FROM json_each(?))) "
                 "ORDER BY (parent_run_id IS NULL), submitted_at, rowid LIMIT ?",
-                (json.dumps(lapsed), limit),
+                (json.dumps(sorted(room)), limit),
             ).fetchall()
-            return [run_id for (run_id,) in rows]
+            for name, left in room.items():
+                if left > 0:
+                    rows += conn.execute(
+                        _CANDIDATES + "WHERE state = 'queued' AND parent_run_id IS NULL "
+                        "AND queue = ? ORDER BY submitted_at, rowid LIMIT ?",
+                        (name, min(left, limit)),
+                    ).fetchall()
+            if lapsed:
+                rows += conn.execute(
+                    _CANDIDATES + "WHERE run_id IN (SELECT value FROM json_each(?))",
+                    (json.dumps(lapsed),),
+                ).fetchall()
+            rows.sort(key=lambda row: (row[2], row[3], row[4]))
+            chosen: list[tuple[str, str | None]] = []
+            for run_id, queue, limited, _, _ in rows:
+                if len(chosen) == limit:
+                    break
+                if not limited or queue not in room:
+                    chosen.append((run_id, None))
+                elif room[queue] > 0:
+                    room[queue] -= 1
+                    chosen.append((run_id, queue))
+            return chosen
 
-        # An idle worker polls: a look first, so that a poll finding nothing never takes
-        # the write lock the runs being driven append under.
+        def take(conn: sqlite3.Connection) -> list[Claim]:
+            chosen = ready(conn)
+            claims = self._lease(conn, [run_id for run_id, _ in chosen], worker_id, lease_seconds)
+            limited = [queue for _, queue in chosen if queue is not None]
+            limits.record_starts(conn, "queue", limited, time.time())
+            return claims
+
+        # An idle worker polls: a look first, so that a poll finding nothing (or only
+        # runs of full queues) never takes the write lock the runs being driven append
+        # under.
         if not await self._database.read(ready):
             return []
-        return await self._database.write(
-            lambda conn: self._lease(conn, ready(conn), worker_id, lease_seconds)
-        )
+        return await self._database.write(take)
 
     async def renew(
         self, worker_id: str, fences: Sequence[Fence], *, lease_seconds: float
@@ -370,3 +436,64 @@ class SqliteRunQueue:
             ]
 
         return await self._database.read(query)
+
+    # --- limits (``storage/_limits.py``) --------------------------------------------
+
+    async def set_limit(self, kind: LimitKind, name: str, limit: Limit) -> None:
+        """Store the limit of queue or model slot ``name`` (replacing any before)."""
+        kind, name = check_limit_name(kind, name)
+        await self._database.write(
+            lambda conn: limits.write_limit(conn, kind, name, limit, time.time())
+        )
+
+    async def limits(self, kind: LimitKind) -> dict[str, Limit]:
+        """The stored limits of ``kind``, by name."""
+        kind, _ = check_limit_name(kind, DEFAULT_QUEUE)
+        return await self._database.read(lambda conn: limits.read_limits(conn, kind))
+
+    async def remove_limit(self, kind: LimitKind, name: str) -> bool:
+        """Delete the limit of ``name``; whether there was one."""
+        kind, name = check_limit_name(kind, name)
+        return await self._database.write(lambda conn: limits.remove_limit(conn, kind, name))
+
+    async def acquire_permit(
+        self, kind: LimitKind, name: str, *, lease_seconds: float
+    ) -> Permit | float | None:
+        """A permit of ``name`` now; ``None`` if it has no limit; else seconds to wait."""
+        kind, name = check_limit_name(kind, name)
+        permit_id = uuid.uuid4().hex
+        # Most slots have no limit: a look, so that their calls never take the write lock.
+        if name not in await self._database.read(lambda conn: limits.read_limits(conn, kind)):
+            return None
+
+        def work(conn: sqlite3.Connection) -> Permit | float | None:
+            return limits.acquire_permit(
+                conn,
+                kind,
+                name,
+                permit_id=permit_id,
+                holder=self._holder,
+                lease_seconds=lease_seconds,
+                now=time.time(),
+                alive=_holder_alive,
+            )
+
+        return await self._database.write(work)
+
+    async def renew_permits(self, permits: Sequence[Permit], *, lease_seconds: float) -> set[str]:
+        """Extend the permits still held; the permit ids renewed."""
+        if not permits:
+            return set()
+        ids = [permit.permit_id for permit in permits]
+        return await self._database.write(
+            lambda conn: limits.renew_permits(
+                conn, ids, lease_seconds=lease_seconds, now=time.time()
+            ),
+            sync=False,
+        )
+
+    async def release_permit(self, permit: Permit) -> bool:
+        """Give ``permit`` back; whether it was still held."""
+        return await self._database.write(
+            lambda conn: limits.release_permit(conn, permit.permit_id), sync=False
+        )

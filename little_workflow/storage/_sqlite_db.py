@@ -111,6 +111,34 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
             stopped_at REAL
         )""",
     ),
+    # Queues and limits (``storage/_limits.py``): each submitted run names its queue; a
+    # queue's or a model slot's limit is a row of ``lw_limits``; ``lw_limit_starts`` holds
+    # the starts (claims, permits) of the last rate period; ``lw_permits`` the permits of
+    # limited model slots held now (``holder``: the process, as in ``run_queue``).
+    (
+        "ALTER TABLE run_queue ADD COLUMN queue TEXT NOT NULL DEFAULT 'default'",
+        "CREATE INDEX run_queue_queued_by_queue ON run_queue (queue, submitted_at) "
+        "WHERE state = 'queued' AND parent_run_id IS NULL",
+        """CREATE TABLE lw_limits (
+            kind TEXT NOT NULL CHECK (kind IN ('queue', 'model')),
+            name TEXT NOT NULL,
+            concurrency INTEGER,
+            rate_count INTEGER,
+            rate_period REAL,
+            updated_at REAL NOT NULL,
+            PRIMARY KEY (kind, name)
+        ) WITHOUT ROWID""",
+        "CREATE TABLE lw_limit_starts (kind TEXT NOT NULL, name TEXT NOT NULL, at REAL NOT NULL)",
+        "CREATE INDEX lw_limit_starts_by_name ON lw_limit_starts (kind, name, at)",
+        """CREATE TABLE lw_permits (
+            permit_id TEXT PRIMARY KEY,
+            kind TEXT NOT NULL,
+            name TEXT NOT NULL,
+            holder TEXT NOT NULL,
+            expires_at REAL NOT NULL
+        ) WITHOUT ROWID""",
+        "CREATE INDEX lw_permits_by_name ON lw_permits (kind, name)",
+    ),
 )
 
 

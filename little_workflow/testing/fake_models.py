@@ -218,6 +218,9 @@ class FakeModelServer:
         self._seq = 0
         self._failures: list[_Failure] = []
         self._requests: list[RecordedRequest] = []
+        self._in_flight = 0
+        #: The most requests this server was handling at once (arrived, not answered).
+        self.peak_in_flight = 0
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
 
@@ -402,6 +405,16 @@ class FakeModelServer:
         return _Answer(status=200, body=rendered, request=request)
 
     def _handle(self, handler: _Handler) -> None:
+        with self._lock:
+            self._in_flight += 1
+            self.peak_in_flight = max(self.peak_in_flight, self._in_flight)
+        try:
+            self._handle_one(handler)
+        finally:
+            with self._lock:
+                self._in_flight -= 1
+
+    def _handle_one(self, handler: _Handler) -> None:
         path = handler.path.split("?", 1)[0]
         seq = self._arrive(path)
         length = int(handler.headers.get("content-length") or 0)

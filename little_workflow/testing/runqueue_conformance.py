@@ -15,9 +15,9 @@ import asyncio
 
 import pytest
 
-from little_workflow.errors import LeaseLostError
+from little_workflow.errors import InvalidIdError, LeaseLostError
 from little_workflow.events import StepCompleted
-from little_workflow.storage import RunQueue, Store
+from little_workflow.storage import Limit, Permit, Rate, RunQueue, Store
 from little_workflow.storage._fence import fenced
 
 __all__ = ["RunQueueConformance"]
@@ -239,3 +239,135 @@ class RunQueueConformance:
         asked = ["run_q", "run_live", "run_lapsed", "run_done", "run_never_submitted"]
         assert await queue.attended(asked) == {"run_q", "run_live"}
         assert await queue.attended([]) == set()
+
+    # --- limits -----------------------------------------------------------------------
+
+    async def test_limits_are_stored_replaced_and_removed(self, queue_store: Store) -> None:
+        queue = _queue(queue_store)
+        assert await queue.limits("queue") == {}
+        await queue.set_limit("queue", "models", Limit(concurrency=8, rate=Rate(60, per=60)))
+        await queue.set_limit("queue", "slow", Limit(concurrency=1))
+        await queue.set_limit("model", "judge", Limit(rate=Rate(30, per=10)))
+        assert await queue.limits("queue") == {
+            "models": Limit(concurrency=8, rate=Rate(60, per=60)),
+            "slow": Limit(concurrency=1),
+        }
+        await queue.set_limit("queue", "models", Limit(concurrency=3))
+        assert (await queue.limits("queue"))["models"] == Limit(concurrency=3)
+        assert await queue.limits("model") == {"judge": Limit(rate=Rate(30, per=10))}
+        assert await queue.remove_limit("queue", "slow")
+        assert not await queue.remove_limit("queue", "slow")
+        assert set(await queue.limits("queue")) == {"models"}
+        with pytest.raises(InvalidIdError, match="queue name"):
+            await queue.set_limit("queue", "bad name", Limit(concurrency=1))
+        with pytest.raises(InvalidIdError, match="queue name"):
+            await queue.submit("run_bad", queue="no/slash")
+        assert await queue.get("run_bad") is None
+
+    async def test_a_queue_limit_caps_its_runs_held_at_once_and_no_other_queue(
+        self, queue_store: Store
+    ) -> None:
+        queue = _queue(queue_store)
+        await queue.set_limit("queue", "q2", Limit(concurrency=2))
+        for index in range(5):
+            await queue.submit(f"run_q{index}", queue="q2")
+        await queue.submit("run_free1")
+        await queue.submit("run_free2")
+        entry = await queue.get("run_q0")
+        assert entry is not None
+        assert entry.queue == "q2"
+        first = await queue.claim("w1", limit=10, lease_seconds=30)
+        taken = {claim.run_id for claim in first}
+        assert taken == {"run_q0", "run_q1", "run_free1", "run_free2"}
+        assert await queue.claim("w2", limit=10, lease_seconds=30) == []
+        # A sub-run takes no place: its parent holds one already.
+        await queue.submit("run_child", parent_run_id="run_q0", queue="q2")
+        assert [claim.run_id for claim in await queue.claim("w2", limit=10, lease_seconds=30)] == [
+            "run_child"
+        ]
+        by_id = {claim.run_id: claim for claim in first}
+        assert await queue.finish(by_id["run_q0"].fence, "completed")
+        (second,) = await queue.claim("w2", limit=10, lease_seconds=30)
+        assert second.run_id == "run_q2"
+        assert await queue.release(by_id["run_q1"].fence)
+        (third,) = await queue.claim("w3", limit=10, lease_seconds=30)
+        assert third.run_id == "run_q1"
+        assert await queue.claim("w3", limit=10, lease_seconds=30) == []
+        # Raising the limit is seen by the next claim.
+        await queue.set_limit("queue", "q2", Limit(concurrency=4))
+        rest = await queue.claim("w3", limit=10, lease_seconds=30)
+        assert {claim.run_id for claim in rest} == {"run_q3", "run_q4"}
+
+    async def test_concurrent_claimers_never_exceed_a_queue_limit(self, queue_store: Store) -> None:
+        queue = _queue(queue_store)
+        await queue.set_limit("queue", "q3", Limit(concurrency=3))
+        for index in range(30):
+            await queue.submit(f"run_{index:02d}", queue="q3")
+        batches = await asyncio.gather(
+            *(queue.claim(f"w{index}", limit=10, lease_seconds=30) for index in range(6))
+        )
+        assert sum(len(batch) for batch in batches) == 3
+
+    async def test_a_lapsed_lease_frees_its_place_in_the_queue(self, queue_store: Store) -> None:
+        queue = _queue(queue_store)
+        await queue.set_limit("queue", "q1", Limit(concurrency=1))
+        await queue.submit("run_a", queue="q1")
+        await queue.submit("run_b", queue="q1")
+        (first,) = await queue.claim("w1", limit=5, lease_seconds=0.2)
+        assert await queue.claim("w2", limit=5, lease_seconds=30) == []
+        await asyncio.sleep(0.4)  # past the lease, by the backend's clock
+        (again,) = await queue.claim("w2", limit=5, lease_seconds=30)
+        assert again.run_id == first.run_id  # the abandoned run first, then the backlog
+        assert await queue.claim("w3", limit=5, lease_seconds=30) == []
+
+    async def test_a_queue_rate_caps_the_claims_per_period(self, queue_store: Store) -> None:
+        queue = _queue(queue_store)
+        await queue.set_limit("queue", "r3", Limit(rate=Rate(3, per=3600)))
+        for index in range(5):
+            await queue.submit(f"run_r{index}", queue="r3")
+        first = await queue.claim("w1", limit=10, lease_seconds=30)
+        assert len(first) == 3
+        for claim in first:
+            assert await queue.finish(claim.fence, "completed")
+        # Finished runs free no rate: three claims were made within the hour.
+        assert await queue.claim("w1", limit=10, lease_seconds=30) == []
+        # The window is the current limit's: shortened, those claims fall out of it.
+        await queue.set_limit("queue", "r3", Limit(rate=Rate(3, per=0.2)))
+        await asyncio.sleep(0.4)
+        rest = await queue.claim("w1", limit=10, lease_seconds=30)
+        assert {claim.run_id for claim in rest} == {"run_r3", "run_r4"}
+
+    async def test_model_permits_cap_the_calls_held_at_once(self, queue_store: Store) -> None:
+        queue = _queue(queue_store)
+        assert await queue.acquire_permit("model", "unlimited", lease_seconds=30) is None
+        await queue.set_limit("model", "judge", Limit(concurrency=2))
+        one = await queue.acquire_permit("model", "judge", lease_seconds=30)
+        two = await queue.acquire_permit("model", "judge", lease_seconds=0.2)
+        assert isinstance(one, Permit)
+        assert isinstance(two, Permit)
+        assert one.permit_id != two.permit_id
+        wait = await queue.acquire_permit("model", "judge", lease_seconds=30)
+        assert isinstance(wait, float)
+        assert wait > 0
+        assert await queue.release_permit(one)
+        assert not await queue.release_permit(one)
+        three = await queue.acquire_permit("model", "judge", lease_seconds=30)
+        assert isinstance(three, Permit)
+        # ``two`` is not renewed: once its lease is over it holds no place.
+        await asyncio.sleep(0.4)
+        assert await queue.renew_permits([two, three], lease_seconds=30) == {three.permit_id}
+        four = await queue.acquire_permit("model", "judge", lease_seconds=30)
+        assert isinstance(four, Permit)
+        assert isinstance(await queue.acquire_permit("model", "judge", lease_seconds=30), float)
+
+    async def test_model_permits_cap_the_calls_per_period(self, queue_store: Store) -> None:
+        queue = _queue(queue_store)
+        await queue.set_limit("model", "fast", Limit(rate=Rate(2, per=3600)))
+        for _ in range(2):
+            permit = await queue.acquire_permit("model", "fast", lease_seconds=30)
+            assert isinstance(permit, Permit)
+            assert await queue.release_permit(permit)
+        wait = await queue.acquire_permit("model", "fast", lease_seconds=30)
+        # Worth waiting until the oldest call leaves the hour's window.
+        assert isinstance(wait, float)
+        assert 1000 < wait <= 3600

@@ -79,3 +79,49 @@ async def test_on_sqlite_a_lease_held_by_a_killed_process_is_free_at_once(
         assert claim.attempts == 2
     finally:
         await store.close()
+
+
+async def test_on_sqlite_queue_places_and_permits_of_a_killed_process_are_free_at_once(
+    sqlite_url: str,
+) -> None:
+    import asyncio
+    import signal
+    import sys
+
+    from little_workflow.storage import Limit, Permit
+
+    store = await open_store(sqlite_url)
+    try:
+        queue = store.queue
+        assert queue is not None
+        await queue.set_limit("queue", "one", Limit(concurrency=1))
+        await queue.set_limit("model", "judge", Limit(concurrency=1))
+        await queue.submit("run_a", queue="one")
+        await queue.submit("run_b", queue="one")
+        code = (
+            "import asyncio, sys\n"
+            "from little_workflow.storage import open_store\n"
+            "async def main():\n"
+            "    store = await open_store(sys.argv[1])\n"
+            "    (claim,) = await store.queue.claim('w_dead', limit=5, lease_seconds=600)\n"
+            "    permit = await store.queue.acquire_permit('model', 'judge', lease_seconds=600)\n"
+            "    print(claim.run_id, type(permit).__name__, flush=True)\n"
+            "    await asyncio.sleep(600)\n"
+            "asyncio.run(main())\n"
+        )
+        child = await asyncio.create_subprocess_exec(
+            sys.executable, "-c", code, sqlite_url, stdout=asyncio.subprocess.PIPE
+        )
+        assert child.stdout is not None
+        assert (await child.stdout.readline()).split() == [b"run_a", b"Permit"]
+        # Alive, the child holds the queue's one place and the slot's one permit.
+        assert await queue.claim("w_live", limit=5, lease_seconds=30) == []
+        assert isinstance(await queue.acquire_permit("model", "judge", lease_seconds=30), float)
+        child.send_signal(signal.SIGKILL)
+        await child.communicate()
+        # Dead, it holds neither: its abandoned run is claimed first, and only it.
+        claims = await queue.claim("w_live", limit=5, lease_seconds=30)
+        assert [claim.run_id for claim in claims] == ["run_a"]
+        assert isinstance(await queue.acquire_permit("model", "judge", lease_seconds=30), Permit)
+    finally:
+        await store.close()

@@ -104,3 +104,21 @@ def block(ctx: StepContext, seconds: float) -> str:
     _count(ctx)
     time.sleep(seconds)
     return ctx.step_path
+
+
+def _mark(what: str, ctx: StepContext) -> None:
+    fd = os.open(os.environ["LW_TEST_WINDOWS"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        os.write(fd, f"{what} {ctx.run_id} {time.time():.6f} {os.getpid()}\n".encode())
+    finally:
+        os.close(fd)
+
+
+async def held(ctx: StepContext, index: int) -> int:
+    """index, after a pause; writes ``start`` and ``end`` lines to ``LW_TEST_WINDOWS``
+    (one ``O_APPEND`` write each: the file's line order is the order they happened in,
+    across processes), so a test counts how many runs were inside this step at once."""
+    _mark("start", ctx)
+    await asyncio.sleep(float(os.environ.get("LW_TEST_STEP_SECONDS", "0.2")))
+    _mark("end", ctx)
+    return index

@@ -27,6 +27,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING
 
 from little_workflow.errors import ConfigError, ModelProviderError
+from little_workflow.harness.models._pause import released
 
 if TYPE_CHECKING:
     import httpx
@@ -243,7 +244,9 @@ class JsonPoster:
                 attempt + 2,
                 attempts,
             )
-            await self._sleep(wait)
+            # A limited slot's permit is given back while sleeping (``_pause.py``).
+            async with released():
+                await self._sleep(wait)
         raise AssertionError("unreachable: the last attempt returns or raises")
 
     def _parse(self, response: httpx.Response) -> dict[str, object]:
