@@ -25,6 +25,7 @@ from little_workflow.errors import ConfigError
 from little_workflow.events import RunStatus
 from little_workflow.ids import new_id, validate_id
 from little_workflow.lwir import AgentStep, RetryPolicy, Workflow, parse_workflow
+from little_workflow.lwir._input import check_run_input
 from little_workflow.runtime._cancel import CancelOutcome, cancel_run, lease_holder
 from little_workflow.runtime._code_fork import fork_code_run
 from little_workflow.runtime._code_program import (
@@ -37,6 +38,7 @@ from little_workflow.runtime._code_program import (
 from little_workflow.runtime._fork import SAME_INPUT, fork_run
 from little_workflow.runtime._gc import FINISHED, GcReport, collect_garbage
 from little_workflow.runtime._host import SubRunner
+from little_workflow.runtime._input_types import check_code_input
 from little_workflow.runtime._launch import Launcher, Program, RunResult, make_run_dirs, result_of
 from little_workflow.runtime._liveness import interrupted_runs
 from little_workflow.runtime._lwir_program import (
@@ -165,9 +167,11 @@ class Runtime(RunResources):
         self, workflow: Workflow | str | os.PathLike[str], input: object
     ) -> tuple[WorkflowVersion, JsonValue]:
         """Check ``input``, resolve and pin ``workflow``: what starting a run needs first."""
-        await self.open()
         model, source = load_model(workflow)
         dumps(input, where="run input")  # plain JSON and valid Unicode, or InvalidValueError
+        # Before the store is even opened: input that cannot complete a run leaves nothing.
+        check_run_input(model, input, source=None if source is None else str(workflow))
+        await self.open()
         version = self.catalog.resolve(model, source=source)
         # Before anything is stored: a workflow naming a function or tool that is not
         # there changes nothing on disk.
@@ -235,6 +239,14 @@ class Runtime(RunResources):
         ``Continue(summary)``, sync or async.
         """
         dumps(input, where="outer loop input")
+        # The first cycle's input, checked before the loop's manifest is written.
+        first: JsonValue = {"input": cast(JsonValue, input), "cycle": 1, "previous": []}
+        code = code_workflow(workflow)
+        if code is not None:
+            check_code_input(code, first, where=repr(getattr(code, "__qualname__", code)))
+        elif not callable(workflow):
+            model, source = load_model(workflow)
+            check_run_input(model, first, source=None if source is None else str(workflow))
         with self.sync_threads.bound():
             return await run_outer_loop(
                 self,
