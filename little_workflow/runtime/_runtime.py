@@ -27,6 +27,7 @@ from little_workflow.ids import new_id, validate_id
 from little_workflow.lwir import AgentStep, RetryPolicy, Workflow, parse_workflow
 from little_workflow.lwir._input import check_run_input
 from little_workflow.runtime._cancel import CancelOutcome, cancel_run, lease_holder
+from little_workflow.runtime._code_api import workflow_spec
 from little_workflow.runtime._code_fork import fork_code_run
 from little_workflow.runtime._code_program import (
     code_workflow,
@@ -83,6 +84,19 @@ if TYPE_CHECKING:
     from little_workflow.harness._slots import ModelSlot
 
 __all__ = ["CancelOutcome", "ReplayResult", "RunResult", "Runtime"]
+
+
+def _check_input(
+    workflow: Workflow | str | os.PathLike[str] | Callable[..., Any], input: object
+) -> None:
+    """``RunInputError`` if ``input`` does not fit ``workflow``, as starting a run checks."""
+    code = code_workflow(workflow)
+    if code is not None:
+        spec = workflow_spec(code)
+        check_code_input(code, input, where=repr(spec.qualified if spec else code))
+    elif not callable(workflow):
+        model, source = load_model(workflow)
+        check_run_input(model, input, source=None if source is None else str(workflow))
 
 
 class Runtime(RunResources):
@@ -240,13 +254,7 @@ class Runtime(RunResources):
         """
         dumps(input, where="outer loop input")
         # The first cycle's input, checked before the loop's manifest is written.
-        first: JsonValue = {"input": cast(JsonValue, input), "cycle": 1, "previous": []}
-        code = code_workflow(workflow)
-        if code is not None:
-            check_code_input(code, first, where=repr(getattr(code, "__qualname__", code)))
-        elif not callable(workflow):
-            model, source = load_model(workflow)
-            check_run_input(model, first, source=None if source is None else str(workflow))
+        _check_input(workflow, {"input": cast(JsonValue, input), "cycle": 1, "previous": []})
         with self.sync_threads.bound():
             return await run_outer_loop(
                 self,
@@ -306,8 +314,8 @@ class Runtime(RunResources):
 
         ``workflow`` is a workflow file (kept by its absolute path, re-read at each
         tick) or ``module:function``. An invalid name, cron expression, time zone or
-        input raises ``InvalidInputError``, an existing name ``ConfigError``; then
-        nothing is stored.
+        input raises ``InvalidInputError`` (``RunInputError`` for an input that does not
+        fit the workflow), an existing name ``ConfigError``; then nothing is stored.
         """
         dumps(input, where="schedule input")
         target = resolve_workflow(Path(workflow) if isinstance(workflow, os.PathLike) else workflow)
@@ -315,6 +323,9 @@ class Runtime(RunResources):
         schedule = Schedule(
             name=name, cron=cron, workflow=target, input=run_input, tz=tz, catch_up=catch_up
         )
+        # Checked against the workflow as it is now (a tick re-reads it): an input no run
+        # could start with is refused here, not by a worker at every tick.
+        _check_input(target, input)
         return await add_schedule(self, schedule)
 
     async def list_schedules(self) -> list[Schedule]:
