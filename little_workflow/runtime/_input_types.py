@@ -98,24 +98,37 @@ def _type_problems(hint: object, value: object, place: str) -> list[Problem]:
     try:
         TypeAdapter[Any](cast(Any, hint)).validate_python(value, strict=True)
     except ValidationError as exc:
-        found: list[Problem] = []
+        if _is_union(hint):
+            # pydantic reports each member's failure; which one was meant is not known.
+            shown = repr(hint).replace("typing.", "")
+            return [Problem(place, f"does not fit the workflow's type hint {shown}")]
+        found: dict[str, Problem] = {}
         for error in exc.errors(include_url=False):
-            where = place
-            for part in error["loc"]:
-                if isinstance(part, int | str) and not _is_union_tag(part):
-                    where = field_path(where, part)
-            found.append(Problem(where, f"{error['msg'].lower()} (the workflow's type hint)"))
-        return found[:1] if len(found) > 1 and _is_union(hint) else found
+            where = _place(place, value, error["loc"])
+            if where not in found:  # one per field: a nested union reports each member
+                message = f"{error['msg'].lower()} (the workflow's type hint)"
+                found[where] = Problem(where, message)
+        return list(found.values())
     except Exception:
         return []
     return []
 
 
-def _is_union_tag(part: int | str) -> bool:
-    # pydantic names the union member an error came from ("int", "list[str]") in `loc`.
-    return isinstance(part, str) and (
-        "[" in part or part in {"int", "str", "float", "bool", "none"}
-    )
+def _place(place: str, value: object, loc: tuple[int | str, ...]) -> str:
+    """The field an error's ``loc`` points at, following the value: pydantic also puts the
+    name of a union's member in ``loc`` (``int``, ``list[str]``), which is no field."""
+    current = value
+    for part in loc:
+        if (isinstance(current, Mapping) and isinstance(part, str) and part in current) or (
+            isinstance(current, list)
+            and isinstance(part, int)
+            and -len(current) <= part < len(current)
+        ):
+            current = current[part]
+        else:
+            continue
+        place = field_path(place, part)
+    return place
 
 
 def _is_union(hint: object) -> bool:

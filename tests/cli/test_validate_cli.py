@@ -124,3 +124,23 @@ def test_schema_prints_the_committed_schema(tmp_path: Path) -> None:
     assert printed.stdout == lwir_json_schema_text()
     assert printed.stdout == (REPO / "docs" / "lwir.schema.json").read_text(encoding="utf-8")
     assert not tmp_path.exists() or list(tmp_path.iterdir()) == []
+
+
+def test_validate_checks_a_code_first_input_against_the_signature(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    reference = "tests.code_first.flows:report"
+    fine = lw(data, "validate", reference, "--input", '{"total": 3}', "--json")
+    assert fine.returncode == 0, fine.stderr
+    report = json.loads(fine.stdout)
+    assert (report["kind"], report["parameters"], report["inputChecked"]) == (
+        "code",
+        ["total"],
+        True,
+    )
+    refused = lw(data, "validate", reference, "--input", '{"total": "3", "extra": 1}')
+    assert refused.returncode == 3
+    assert "input.total: input should be a valid integer (the workflow's type hint)" in (
+        refused.stderr
+    )
+    assert "input.extra: names no parameter of the workflow (parameters: total)" in refused.stderr
+    assert not data.exists()
