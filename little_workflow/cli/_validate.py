@@ -22,7 +22,13 @@ from little_workflow.cli._workflow_arg import workflow_argument
     help="The RuntimeSetup to resolve functions, tools and model slots against [default: "
     "the global --setup, or LITTLE_WORKFLOW_SETUP].",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print what was found as one JSON object.")
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help='Print what was found as one JSON object ({"valid": false, "error": ...} '
+    "when refused, with the problems).",
+)
 @click.pass_obj
 def validate(
     options: Options,
@@ -57,12 +63,34 @@ def validate(
             import traceback
 
             traceback.print_exc()
+        if as_json:
+            _print_refusal(exc, reference)
         refuse(exc)
     if as_json:
         print_json({**report.to_json(), "setup": reference})
         return
     _print_report(report, reference)
     sys.stdout.flush()
+
+
+def _print_refusal(exc: Exception, setup: str | None) -> None:
+    """With ``--json``, a refusal is a JSON object too (stdout), beside its line (stderr)."""
+    from little_workflow.errors import LittleWorkflowError
+
+    if not isinstance(exc, LittleWorkflowError):
+        return
+    problems = getattr(exc, "problems", ())
+    print_json(
+        {
+            "valid": False,
+            "setup": setup,
+            "error": {
+                "code": exc.code,
+                "message": exc.message,
+                "problems": [{"path": p.path, "message": p.message} for p in problems],
+            },
+        }
+    )
 
 
 def _print_report(report: Any, setup: str | None) -> None:

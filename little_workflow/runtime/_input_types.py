@@ -119,12 +119,10 @@ def _place(place: str, value: object, loc: tuple[int | str, ...]) -> str:
     name of a union's member in ``loc`` (``int``, ``list[str]``), which is no field."""
     current = value
     for part in loc:
-        if (isinstance(current, Mapping) and isinstance(part, str) and part in current) or (
-            isinstance(current, list)
-            and isinstance(part, int)
-            and -len(current) <= part < len(current)
-        ):
+        if isinstance(current, Mapping) and isinstance(part, str) and part in current:
             current = current[part]
+        elif isinstance(current, list) and isinstance(part, int) and part in range(len(current)):
+            current = current[int(part)]
         else:
             continue
         place = field_path(place, part)

@@ -98,6 +98,12 @@ def test_validate_refuses_with_exit_3_and_writes_nothing(tmp_path: Path) -> None
     invalid = lw(data, "validate", str(broken))
     assert invalid.returncode == 3
     assert "steps[0].nxt" in invalid.stderr
+    as_json = lw(data, "validate", GREET, "--input", '{"times": "2"}', "--json")
+    assert as_json.returncode == 3
+    refusal = json.loads(as_json.stdout)
+    assert refusal["valid"] is False
+    assert refusal["error"]["code"] == "run_input_invalid"
+    assert [p["path"] for p in refusal["error"]["problems"]] == ["input.topic", "input.times"]
     missing_slot = lw(data, "validate", ASK)
     assert missing_slot.returncode == 3
     assert "no model slot 'researcher' is configured (configured: none)" in missing_slot.stderr
