@@ -25,9 +25,7 @@ from little_workflow.errors import ConfigError
 from little_workflow.events import RunStatus
 from little_workflow.ids import new_id, validate_id
 from little_workflow.lwir import AgentStep, RetryPolicy, Workflow, parse_workflow
-from little_workflow.lwir._input import check_run_input
 from little_workflow.runtime._cancel import CancelOutcome, cancel_run, lease_holder
-from little_workflow.runtime._code_api import workflow_spec
 from little_workflow.runtime._code_fork import fork_code_run
 from little_workflow.runtime._code_program import (
     code_workflow,
@@ -39,7 +37,7 @@ from little_workflow.runtime._code_program import (
 from little_workflow.runtime._fork import SAME_INPUT, fork_run
 from little_workflow.runtime._gc import FINISHED, GcReport, collect_garbage
 from little_workflow.runtime._host import SubRunner
-from little_workflow.runtime._input_types import check_code_input
+from little_workflow.runtime._input_check import check_input
 from little_workflow.runtime._launch import Launcher, Program, RunResult, make_run_dirs, result_of
 from little_workflow.runtime._liveness import interrupted_runs
 from little_workflow.runtime._lwir_program import (
@@ -84,19 +82,6 @@ if TYPE_CHECKING:
     from little_workflow.harness._slots import ModelSlot
 
 __all__ = ["CancelOutcome", "ReplayResult", "RunResult", "Runtime"]
-
-
-def _check_input(
-    workflow: Workflow | str | os.PathLike[str] | Callable[..., Any], input: object
-) -> None:
-    """``RunInputError`` if ``input`` does not fit ``workflow``, as starting a run checks."""
-    code = code_workflow(workflow)
-    if code is not None:
-        spec = workflow_spec(code)
-        check_code_input(code, input, where=repr(spec.qualified if spec else code))
-    elif not callable(workflow):
-        model, source = load_model(workflow)
-        check_run_input(model, input, source=None if source is None else str(workflow))
 
 
 class Runtime(RunResources):
@@ -183,8 +168,8 @@ class Runtime(RunResources):
         """Check ``input``, resolve and pin ``workflow``: what starting a run needs first."""
         model, source = load_model(workflow)
         dumps(input, where="run input")  # plain JSON and valid Unicode, or InvalidValueError
-        # Before the store is even opened: input that cannot complete a run leaves nothing.
-        check_run_input(model, input, source=None if source is None else str(workflow))
+        # Before the store is opened: an input no run could complete with leaves nothing.
+        check_input(model, input, shown=None if source is None else str(workflow))
         await self.open()
         version = self.catalog.resolve(model, source=source)
         # Before anything is stored: a workflow naming a function or tool that is not
@@ -253,8 +238,7 @@ class Runtime(RunResources):
         ``Continue(summary)``, sync or async.
         """
         dumps(input, where="outer loop input")
-        # The first cycle's input, checked before the loop's manifest is written.
-        _check_input(workflow, {"input": cast(JsonValue, input), "cycle": 1, "previous": []})
+        check_input(workflow, {"input": cast(JsonValue, input), "cycle": 1, "previous": []})
         with self.sync_threads.bound():
             return await run_outer_loop(
                 self,
@@ -323,9 +307,7 @@ class Runtime(RunResources):
         schedule = Schedule(
             name=name, cron=cron, workflow=target, input=run_input, tz=tz, catch_up=catch_up
         )
-        # Checked against the workflow as it is now (a tick re-reads it): an input no run
-        # could start with is refused here, not by a worker at every tick.
-        _check_input(target, input)
+        check_input(target, input)  # as the workflow is now: not refused at every tick
         return await add_schedule(self, schedule)
 
     async def list_schedules(self) -> list[Schedule]:
