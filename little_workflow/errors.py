@@ -17,7 +17,9 @@ errors (``sqlite3``, ``psycopg``, ``OSError``) are translated at the boundary wi
     │   ├── InvalidIdError                   invalid_id
     │   ├── InvalidKeyError                  invalid_key
     │   ├── InvalidValueError                invalid_value
-    │   │   └── PayloadTooLargeError         payload_too_large (a step's payload over the limit)
+    │   │   ├── PayloadTooLargeError         payload_too_large (a step's payload over the limit)
+    │   │   └── RunInputError                run_input_invalid (the input does not fit the
+    │   │                                      workflow; checked before a run exists)
     │   ├── InvalidStoreUrlError             invalid_store_url
     │   ├── LwirError                        lwir_error
     │   │   ├── LwirValidationError          lwir_invalid (lists every problem)
@@ -112,6 +114,7 @@ __all__ = [
     "Problem",
     "RecordedFailure",
     "RunFailedError",
+    "RunInputError",
     "SchemaVersionError",
     "SequenceGapError",
     "StepFailedError",
@@ -241,6 +244,35 @@ class PayloadTooLargeError(InvalidValueError):
         self.where = where
         self.size = size
         self.limit = limit
+
+
+class RunInputError(InvalidValueError):
+    """A run's input does not fit its workflow, found before the run exists.
+
+    Checked against the workflow's ``input:`` JSON Schema, the ``${input...}`` references
+    every completed run evaluates, or a code-first workflow's parameters and type hints
+    (docs/lwir.md, "Input validation"). ``problems`` lists each one at its field of the
+    input (``input.query``, ``input.items[0]``); ``field`` is the first one's, and
+    ``workflow`` names the workflow (its file when it has one). Nothing was written.
+    """
+
+    code = "run_input_invalid"
+
+    def __init__(self, problems: Iterable[Problem], *, workflow: str) -> None:
+        self.problems: tuple[Problem, ...] = tuple(problems)
+        self.workflow = workflow
+        self.field = self.problems[0].path if self.problems else "input"
+        count = len(self.problems)
+        head = f"the input does not fit workflow {workflow}"
+        if count == 1:
+            text = f"{head}: {self.problems[0]}; no run was started"
+        else:
+            lines = [f"{head} ({count} problems; no run was started):"]
+            lines.extend(f"  {problem}" for problem in self.problems[:_MAX_LISTED_PROBLEMS])
+            if count > _MAX_LISTED_PROBLEMS:
+                lines.append(f"  ... and {count - _MAX_LISTED_PROBLEMS} more")
+            text = "\n".join(lines)
+        super().__init__(text)
 
 
 class InvalidStoreUrlError(InvalidInputError):

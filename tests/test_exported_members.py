@@ -86,6 +86,7 @@ def test_public_names_are_pinned() -> None:
         "RestoreContextOptions",
         "RetryPolicy",
         "RunFailedError",
+        "RunInputError",
         "workflow",
         "step",
         "current_step",

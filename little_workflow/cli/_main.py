@@ -173,6 +173,11 @@ COMMANDS: dict[str, LazyCommand] = {
         summary="Runs started on a cron expression by the workers: add, list, remove, pause, "
         "resume.",
     ),
+    "schema": LazyCommand(
+        module=_CLI + "_validate",
+        attr="schema",
+        summary="Print the JSON Schema of an LWIR workflow document (for editors and other tools).",
+    ),
     "show": LazyCommand(
         module=_CLI + "_inspect",
         attr="show",
@@ -187,6 +192,12 @@ COMMANDS: dict[str, LazyCommand] = {
         module=_CLI + "_ui",
         attr="ui",
         summary="Serve the web UI (runs, steps, events, model and tool calls) until interrupted.",
+    ),
+    "validate": LazyCommand(
+        module=_CLI + "_validate",
+        attr="validate",
+        summary="Check WORKFLOW as a run would before it starts, and print what it uses; "
+        "writes nothing.",
     ),
     "wait": LazyCommand(
         module=_CLI + "_workers",

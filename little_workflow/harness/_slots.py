@@ -37,5 +37,8 @@ def resolve_slot(slots: Mapping[str, ModelSlot], name: str) -> ModelSlot:
     except KeyError:
         known = ", ".join(sorted(slots)) or "none"
         raise ConfigError(
-            f"no model slot {name!r} is configured (configured: {known})", code="unknown_model_slot"
+            f"no model slot {name!r} is configured (configured: {known}); configure it with "
+            f"Runtime(model_slots={{{name!r}: ModelSlot(provider=..., model=...)}}), or on the "
+            "command line with --setup module:attr naming a RuntimeSetup whose model_slots has it",
+            code="unknown_model_slot",
         ) from None

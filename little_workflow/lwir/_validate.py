@@ -13,7 +13,8 @@ document's own field names: ``steps[3].next: unknown step "judg" (did you mean
   loop has a way out (some route leaving it);
 * templates parse; ``${steps.X...}`` names a step of this scope or an enclosing one
   (``.route`` only for a decision); ``${item}`` only inside a map body; a map's
-  ``items`` string is a single reference.
+  ``items`` string is a single reference;
+* the ``input`` schema is one the input check can apply (``_jsonschema.schema_problems``).
 
 Rejected: requiring that a referenced step always runs before the referring one
 (dominance). In a decision loop the judge legitimately reads what ``revise`` wrote on
@@ -32,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from little_workflow.errors import LwirValidationError, Problem, TemplateSyntaxError
+from little_workflow.lwir._jsonschema import schema_problems
 from little_workflow.lwir._template import Key, Reference, iter_template_strings, parse_template
 
 if TYPE_CHECKING:
@@ -71,6 +73,8 @@ def collect_problems(workflow: Workflow) -> list[Problem]:
     """Every problem with the workflow's graph and templates, ordered by step."""
     checker = _Checker(workflow)
     checker.scope(workflow.steps, "steps", enclosing={}, depth=0)
+    if workflow.input is not None:
+        checker.problems.extend(schema_problems(dict(workflow.input)))
     if not any(step.is_output for step in workflow.steps):
         checker.problems.append(
             Problem(

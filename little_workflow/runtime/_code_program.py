@@ -34,6 +34,7 @@ from little_workflow.runtime._code_api import (
 from little_workflow.runtime._code_run import CodeRun, bind_input
 from little_workflow.runtime._core import DurableRun
 from little_workflow.runtime._host import RunHost, StoreHost, SubRunner
+from little_workflow.runtime._input_types import check_code_input
 from little_workflow.runtime._launch import Launcher, RunResult
 from little_workflow.runtime._queues import check_queue
 from little_workflow.runtime._run_lock import locked
@@ -218,6 +219,7 @@ async def run_code(
     await host.open()
     program = CodeProgram(host, function)
     dumps(input, where="run input")
+    check_code_input(function, input, where=repr(program.spec.qualified))
     bind_input(function, input, where=f"workflow {program.spec.qualified!r}")
     run_id = new_id("run") if run_id is None else validate_id(run_id, what="run id")
     async with locked(host, run_id):
@@ -246,6 +248,7 @@ async def submit_code(
     queue_name = await check_queue(host.queue, queue)
     program = CodeProgram(host, function)
     dumps(input, where="run input")
+    check_code_input(function, input, where=repr(program.spec.qualified))
     bind_input(function, input, where=f"workflow {program.spec.qualified!r}")
     run_input: JsonValue = input  # type: ignore[assignment]
     run_id = new_id("run") if run_id is None else validate_id(run_id, what="run id")

@@ -124,7 +124,9 @@ def _check_tools(
             known = ", ".join(host.toolset.registry.names()) or "none"
             raise ConfigError(
                 f"workflow {version.name!r} step {step_id!r} uses tool {name!r}, "
-                f"which is not registered (registered: {known})",
+                f"which is not registered (registered: {known}); register it with "
+                "Runtime(tools=[...]), or on the command line with --setup module:attr naming "
+                "a RuntimeSetup whose tools has it",
                 code="unknown_tool",
             )
 

@@ -37,6 +37,7 @@ from little_workflow.runtime._code_program import (
 from little_workflow.runtime._fork import SAME_INPUT, fork_run
 from little_workflow.runtime._gc import FINISHED, GcReport, collect_garbage
 from little_workflow.runtime._host import SubRunner
+from little_workflow.runtime._input_check import check_input
 from little_workflow.runtime._launch import Launcher, Program, RunResult, make_run_dirs, result_of
 from little_workflow.runtime._liveness import interrupted_runs
 from little_workflow.runtime._lwir_program import (
@@ -169,9 +170,11 @@ class Runtime(RunResources):
         self, workflow: Workflow | str | os.PathLike[str], input: object
     ) -> tuple[WorkflowVersion, JsonValue]:
         """Check ``input``, resolve and pin ``workflow``: what starting a run needs first."""
-        await self.open()
         model, source = load_model(workflow)
         dumps(input, where="run input")  # plain JSON and valid Unicode, or InvalidValueError
+        # Before the store is opened: an input no run could complete with leaves nothing.
+        check_input(model, input, shown=None if source is None else str(workflow))
+        await self.open()
         version = self.catalog.resolve(model, source=source)
         # Before anything is stored: a workflow naming a function or tool that is not
         # there changes nothing on disk.
@@ -239,6 +242,7 @@ class Runtime(RunResources):
         ``Continue(summary)``, sync or async.
         """
         dumps(input, where="outer loop input")
+        check_input(workflow, {"input": cast(JsonValue, input), "cycle": 1, "previous": []})
         with self.sync_threads.bound():
             return await run_outer_loop(
                 self,
@@ -340,8 +344,8 @@ class Runtime(RunResources):
 
         ``workflow`` is a workflow file (kept by its absolute path, re-read at each
         tick) or ``module:function``. An invalid name, cron expression, time zone or
-        input raises ``InvalidInputError``, an existing name ``ConfigError``; then
-        nothing is stored.
+        input raises ``InvalidInputError`` (``RunInputError`` for an input that does not
+        fit the workflow), an existing name ``ConfigError``; then nothing is stored.
         """
         dumps(input, where="schedule input")
         target = resolve_workflow(Path(workflow) if isinstance(workflow, os.PathLike) else workflow)
@@ -349,6 +353,7 @@ class Runtime(RunResources):
         schedule = Schedule(
             name=name, cron=cron, workflow=target, input=run_input, tz=tz, catch_up=catch_up
         )
+        check_input(target, input)  # as the workflow is now: not refused at every tick
         return await add_schedule(self, schedule)
 
     async def list_schedules(self) -> list[Schedule]:

@@ -300,7 +300,9 @@ class WorkflowCatalog:
             known = ", ".join(sorted(self._registered)) or "none"
             raise ConfigError(
                 f"{where} names workflow {reference!r}, which is not registered "
-                f"(registered: {known})"
+                f"(registered: {known}); register it with Runtime(workflows=[...]), or on the "
+                "command line with --setup module:attr naming a RuntimeSetup whose workflows "
+                "has it"
             )
         return registered, None
 

@@ -52,7 +52,9 @@ def test_add_list_pause_resume_remove(tmp_path: Path) -> None:
     assert isinstance(only["since"], float)
     assert after["since"] > only["since"]  # the ticks missed while paused never run
 
-    again = cli(data, "schedule", "add", "hourly", "--cron", "* * * * *", str(TICK))
+    again = cli(
+        data, "schedule", "add", "hourly", "--cron", "* * * * *", str(TICK), "--input", '{"n": 2}'
+    )
     assert again.returncode == 3
     assert "schedule_exists" in again.stderr
     assert "'hourly'" in again.stderr
@@ -77,10 +79,16 @@ def test_bad_input_is_refused_and_nothing_is_stored(tmp_path: Path) -> None:
         (["zone", "--cron", "* * * * *", "--tz", "Mars/Olympus"], "invalid_time_zone", "Mars"),
     ]
     for args, code, named in refusals:
-        done = cli(data, "schedule", "add", *args, str(TICK))
+        done = cli(data, "schedule", "add", *args, str(TICK), "--input", '{"n": 1}')
         assert done.returncode == 3, (args, done.stderr)
         assert code in done.stderr, done.stderr
         assert named in done.stderr, done.stderr
     missing = cli(data, "schedule", "add", "nofile", "--cron", "* * * * *", "nowhere.yaml")
     assert missing.returncode == 2  # a usage error: no such file, not module:function
+    # An input no run could start with (tick.yaml reads input.n), refused now rather than
+    # by a worker at every tick.
+    unfit = cli(data, "schedule", "add", "unfit", "--cron", "* * * * *", str(TICK))
+    assert unfit.returncode == 3, unfit.stderr
+    assert "run_input_invalid" in unfit.stderr
+    assert "input.n: missing (no input was given)" in unfit.stderr
     assert _listed(data) == []

@@ -185,7 +185,8 @@ async def test_a_definition_naming_an_unregistered_tool_is_a_config_error(
     assert error.cause_code == "runtime_config_error"
     assert state.failure_message == (
         "workflow 'planned' step 's' uses tool 'teleport', which is not registered "
-        "(registered: lookup, score, check, div)"
+        "(registered: lookup, score, check, div); register it with Runtime(tools=[...]), or on "
+        "the command line with --setup module:attr naming a RuntimeSetup whose tools has it"
     )
     assert tools.calls == []
 

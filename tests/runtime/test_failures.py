@@ -274,22 +274,25 @@ async def test_an_unregistered_tool_is_refused_before_anything_is_written(tmp_pa
 
 
 async def test_a_template_error_in_with_fails_before_any_attempt(tmp_path: Path) -> None:
+    # (A missing key of the input itself is refused before the run: tests/lwir/test_input_check.py.)
     called: list[Any] = []
     workflow = Workflow(
         name="templated",
         steps=[
-            ExecuteStep(id="a", fn="t.f:a", with_={"v": "${input.missing}"}),
+            ExecuteStep(id="b", fn="t.f:b"),
+            ExecuteStep(id="a", fn="t.f:a", with_={"v": "${steps.b.output.missing}"}),
             OutputStep(id="out", value="${steps.a.output}"),
         ],
     )
-    async with runtime(tmp_path / "data", functions={"t.f:a": called.append}) as rt:
+    functions = {"t.f:a": called.append, "t.f:b": lambda: {"present": 1}}
+    async with runtime(tmp_path / "data", functions=functions) as rt:
         with pytest.raises(RunFailedError) as caught:
             await rt.run(workflow, {"present": 1}, run_id="run_tpl")
         records = await rt.events.read("run_tpl")
 
     assert caught.value.cause_code == "template_error"
-    assert "input.missing" in str(caught.value)
-    assert summary(records) == [("RunStarted", None), ("RunFailed", "a")]
+    assert "steps.b.output.missing" in str(caught.value)
+    assert summary(records)[-2:] == [("StepCompleted", "b"), ("RunFailed", "a")]
     assert called == []
 
 

@@ -336,7 +336,9 @@ async def test_a_fixer_slot_that_is_not_configured_is_refused_before_anything_is
 
     assert caught.value.code == "unknown_model_slot"
     assert caught.value.message == (
-        "no model slot 'fixer' is configured (configured: judge, planner)"
+        "no model slot 'fixer' is configured (configured: judge, planner); configure it with "
+        "Runtime(model_slots={'fixer': ModelSlot(provider=..., model=...)}), or on the command "
+        "line with --setup module:attr naming a RuntimeSetup whose model_slots has it"
     )
     assert provider.calls == 0
     assert calls.calls == []

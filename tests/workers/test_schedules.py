@@ -295,7 +295,10 @@ def test_a_workflow_module_that_raises_as_a_worker_imports_it_is_logged(tmp_path
     path = os.pathsep.join([str(tmp_path), str(REPO)])
     env = {**os.environ, "PYTHONPATH": path}
     every = ["--cron", "* * * * * *"]
-    flaky = cli(data, "schedule", "add", "flaky", *every, "sched_flaky_flow:flow", env=env)
+    flaky = cli(
+        data, "schedule", "add", "flaky", *every, "sched_flaky_flow:flow", "--input", '{"n": 1}',
+        env=env,
+    )  # fmt: skip
     assert flaky.returncode == 0, flaky.stderr
     fine = cli(data, "schedule", "add", "fine", *every, str(TICK), "--input", '{"n": 1}')
     assert fine.returncode == 0, fine.stderr

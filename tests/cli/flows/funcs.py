@@ -15,7 +15,7 @@ import threading
 import time
 from pathlib import Path
 
-from little_workflow.runtime import Continue, Cycle, Done
+from little_workflow.runtime import Continue, Cycle, Done, RuntimeSetup
 
 #: What ``chatty`` writes, each on a line of its own; none of it belongs on stdout.
 CHATTER = ("said by print", "said by a thread", "said on fd 1", "said by a child process")
@@ -54,3 +54,13 @@ def done_at_once(cycle: Cycle) -> Done | Continue:
 def supervise_two(cycle: Cycle, verdict: str) -> Done:
     """A supervise function with one parameter too many (cannot be called as supervise(cycle))."""
     return Done({"verdict": verdict})
+
+
+def research_setup() -> RuntimeSetup:
+    """A setup with the ``researcher`` slot ``ask.yaml`` needs, on a scripted model."""
+    from little_workflow.harness import ModelSlot
+    from little_workflow.harness.models import scripted
+
+    return RuntimeSetup(
+        model_slots={"researcher": ModelSlot(provider=scripted("an answer"), model="scripted")}
+    )
