@@ -16,11 +16,11 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, ParamSpec, Protocol, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Literal, ParamSpec, Protocol, TypeVar, overload
 
 from pydantic import ValidationError
 
-from little_workflow.codec import JsonValue
+from little_workflow.codec import JsonValue, to_json_value
 from little_workflow.errors import ConfigError, InvalidValueError
 from little_workflow.lwir import (
     AgentStep,
@@ -38,6 +38,9 @@ from little_workflow.runtime._code_api import (
     workflow_spec,
 )
 from little_workflow.runtime._core import Site
+
+if TYPE_CHECKING:
+    from little_workflow.harness._tools import Tool
 
 __all__ = ["CallScope", "Driver", "WorkflowContext"]
 
@@ -131,6 +134,17 @@ class Driver(Protocol):
         input: object,
     ) -> Awaitable[JsonValue]:
         """A sub-run's output."""
+        ...
+
+    def tool(
+        self,
+        site: Site,
+        tool_name: str,
+        arguments: dict[str, JsonValue],
+        retry: RetryPolicy,
+        side_effect: bool,
+    ) -> Awaitable[JsonValue]:
+        """A registered tool's result, called as a step."""
         ...
 
     def value(self, site: Site, name: str, make: Callable[[], JsonValue]) -> Awaitable[JsonValue]:
@@ -276,6 +290,39 @@ class WorkflowContext:
         return self._driver.branches(
             site, map_name, body, list(zip(keys, listed, strict=True)), concurrency
         )
+
+    def tool(
+        self,
+        tool: str | Tool[..., Any],
+        arguments: Mapping[str, object] | None = None,
+        /,
+        *,
+        name: str | None = None,
+        retry: RetryPolicy | None = None,
+        side_effect: bool = False,
+        max_visits: int | None = None,
+    ) -> Awaitable[JsonValue]:
+        """Call the registered tool ``tool`` (its name, or the ``Tool`` registered) with
+        ``arguments`` durably, as LWIR's ``kind: tool`` step does; its result, as JSON.
+
+        The arguments are checked against the tool's schema when it runs (a mismatch
+        fails the step); its call is recorded as a tool call of the step's path, redacted
+        as the tool asks. The path is ``name`` (default: the tool's name); ``retry``,
+        ``side_effect`` and ``max_visits`` as ``@step``'s. A tool the runtime does not
+        have raises ``StepFailedError`` (``runtime_config_error``) and records nothing.
+        """
+        tool_name = tool if isinstance(tool, str) else getattr(tool, "name", None)
+        if not isinstance(tool_name, str):
+            raise ConfigError(f"ctx.tool needs a tool name or a Tool, not {type(tool).__name__}")
+        step_name = checked_name(name or tool_name, "tool")
+        given = to_json_value(
+            dict(arguments or {}), where=f"the arguments of ctx.tool({tool_name!r})"
+        )
+        assert isinstance(given, dict)
+        site = self._driver.site(
+            step_name, f"{_HERE}:tool/{tool_name}", self._scope, max_visits=max_visits
+        )
+        return self._driver.tool(site, tool_name, given, retry or RetryPolicy(), side_effect)
 
     def workflow(
         self,

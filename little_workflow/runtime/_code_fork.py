@@ -18,8 +18,9 @@ from little_workflow.codec import JsonValue, dumps
 from little_workflow.errors import ConfigError, InvalidForkPointError, shown
 from little_workflow.events import ForkOrigin, RecordedEvent
 from little_workflow.ids import new_id, validate_id
+from little_workflow.runtime._code_places import call_place
 from little_workflow.runtime._code_program import CodeHost, CodeProgram, load_code_program
-from little_workflow.runtime._code_run import bind_input, call_place
+from little_workflow.runtime._code_run import bind_input
 from little_workflow.runtime._launch import RunResult, make_run_dirs
 from little_workflow.runtime._run_lock import locked
 from little_workflow.runtime._state import RunState, fold

@@ -1,4 +1,9 @@
-"""Helpers of the LWIR walk: routes, map keys, failures and ``onError``, a tool step's records."""
+"""Helpers of the LWIR walk: routes, map keys, failures and ``onError``, a tool step's records.
+
+A tool step (``kind: tool``, and the code-first ``ctx.tool``) is one mechanism for both
+front ends: ``registered_tool`` finds the tool, ``call_tool`` runs its attempts and commits
+its records (``ToolCallRecords``) with its ``StepCompleted``.
+"""
 
 from __future__ import annotations
 
@@ -16,16 +21,20 @@ from little_workflow.events import (
     StepFailed,
 )
 from little_workflow.lwir import DecisionStep, MapStep, StepBase, StepPath, branch_key
-from little_workflow.runtime._core import Arguments, DurableRun, StepFailure
+from little_workflow.runtime._core import Arguments, DurableRun, StepFailure, StepUnit
 
 if TYPE_CHECKING:
+    from little_workflow.harness._harness import Toolset
     from little_workflow.harness._redaction import Redaction
+    from little_workflow.harness._tools import Tool
 
 __all__ = [
     "ToolCallRecords",
     "branch_keys",
+    "call_tool",
     "chosen_route",
     "config_failure",
+    "registered_tool",
     "scope_entry",
 ]
 
@@ -147,6 +156,40 @@ class ToolCallRecords:
             session_id=self.path, call_id=self.call_id(attempt), result=stored
         )
         return event, stored
+
+
+def registered_tool(toolset: Toolset, name: str, *, path: str, step_id: str) -> Tool[..., Any]:
+    """The registered tool ``name``; a step failure (``runtime_config_error``) if there is none."""
+    if name not in toolset.registry:
+        raise StepFailure(
+            "runtime_config_error",
+            f"step {path!r} calls tool {name!r}, which is not registered",
+            path=path,
+            step_id=step_id,
+        )
+    return toolset.get(name)
+
+
+async def call_tool(
+    run: DurableRun, unit: StepUnit, tool: Tool[..., Any], arguments: dict[str, JsonValue]
+) -> JsonValue:
+    """A tool step's attempts under ``unit`` (its retry policy, outbox and fixer), each with
+    its ``harness.tool_call.*`` records; commit the result with ``StepCompleted``.
+
+    Returns the tool's result as it came; the log holds it redacted as the tool asks, and
+    that is what a replay reads (``ToolCallRecords``).
+    """
+    records = ToolCallRecords(unit.site.text, tool.name, tool.redaction)
+
+    def call(attempt: int, current: Arguments) -> Awaitable[Any]:
+        return tool.invoke(current or {}, ctx=run.context(unit, attempt))
+
+    result, attempt = await run.attempts(
+        unit, call, arguments=arguments, started=records.started, failed=records.failed
+    )
+    succeeded, stored = records.succeeded(attempt, result)
+    await run.append([succeeded, run.completed(unit, stored)], sync=True)
+    return result
 
 
 async def scope_entry(

@@ -74,10 +74,11 @@ from little_workflow.runtime._core import (
 from little_workflow.runtime._functions import invoke
 from little_workflow.runtime._host import RunHost, SubRunner
 from little_workflow.runtime._lwir_steps import (
-    ToolCallRecords,
     branch_keys,
+    call_tool,
     chosen_route,
     config_failure,
+    registered_tool,
     scope_entry,
 )
 from little_workflow.runtime._state import RunState
@@ -409,31 +410,11 @@ class LwirWalk:
 
     async def _tool(self, step: ToolStep, site: Site, scope: Scope) -> JsonValue:
         path = site.text
-        if step.tool not in self.host.toolset.registry:
-            raise StepFailure(
-                "runtime_config_error",
-                f"step {path!r} calls tool {step.tool!r}, which is not registered",
-                path=path,
-                step_id=step.id,
-            )
-        tool = self.host.toolset.get(step.tool)
+        tool = registered_tool(self.host.toolset, step.tool, path=path, step_id=step.id)
         arguments = self._render(dict(step.with_), scope, step, path, "with")
         assert isinstance(arguments, dict)
-
-        outbox = self._outbox(step, site, scope, tool)
-        run = self.run
-        unit = self._unit(step, site, outbox)
-        records = ToolCallRecords(path, step.tool, tool.redaction)
-
-        def call(attempt: int, current: Arguments) -> Awaitable[Any]:
-            return tool.invoke(current or {}, ctx=run.context(unit, attempt))
-
-        result, attempt = await run.attempts(
-            unit, call, arguments=arguments, started=records.started, failed=records.failed
-        )
-        succeeded, stored = records.succeeded(attempt, result)
-        await run.append([succeeded, run.completed(unit, stored)], sync=True)
-        return result
+        unit = self._unit(step, site, self._outbox(step, site, scope, tool))
+        return await call_tool(self.run, unit, tool, arguments)
 
     async def _map(self, step: MapStep, site: Site, scope: Scope) -> JsonValue:
         path = site.text
