@@ -18,6 +18,7 @@ from little_workflow.events import (
     HarnessToolCallFailed,
     HarnessToolCallStarted,
     HarnessToolCallSucceeded,
+    StepAttemptStarted,
     StepFailed,
 )
 from little_workflow.lwir import DecisionStep, MapStep, StepBase, StepPath, branch_key
@@ -207,7 +208,9 @@ async def scope_entry(
     A step with ``onError`` that fails for good gets ``StepFailed`` committed once
     (never in a replay: a walk that finds it in the log raises it again without running
     the step) and ``error`` in its entry: ``{code, message, path}``, what the target reads
-    as ``${steps.<id>.error}``; on success its ``error`` is null.
+    as ``${steps.<id>.error}``; on success its ``error`` is null. On a step that loops
+    (``maxVisits`` above 1) each visit is its own path: a failed visit counts as a visit
+    (``RunState.visits``), and the entry holds the latest visit's outcome.
     """
     target: str | None = getattr(step, "on_error", None)
     if target is None:
@@ -225,17 +228,24 @@ async def scope_entry(
         if failure.path != path:
             raise
         if record is None or record.status != "failed":
-            await run.append(
-                [
-                    StepFailed(
-                        step_path=path,
-                        step_id=step.id,
-                        cause_code=failure.cause,
-                        message=failure.message,
+            events: list[Event] = []
+            if path not in run.state.steps:
+                # It failed before an attempt (a ``with`` that does not render): the
+                # visit still happened, and its failure needs a step to belong to.
+                events.append(
+                    StepAttemptStarted(
+                        step_path=path, step_id=step.id, kind=step.kind, visit=at.visit
                     )
-                ],
-                sync=True,
+                )
+            events.append(
+                StepFailed(
+                    step_path=path,
+                    step_id=step.id,
+                    cause_code=failure.cause,
+                    message=failure.message,
+                )
             )
+            await run.append(events, sync=True)
         error: JsonValue = {"code": failure.cause, "message": failure.message, "path": path}
         scope["steps"][step.id] = {"output": None, "route": None, "error": error}
         return None, None, target
