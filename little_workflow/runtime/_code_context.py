@@ -26,8 +26,10 @@ from little_workflow.lwir import (
     AgentStep,
     DecisionAgent,
     DecisionStep,
+    FixerPolicy,
     RetryPolicy,
     StepPath,
+    ToolStep,
     branch_key,
 )
 from little_workflow.runtime._code_api import (
@@ -136,14 +138,7 @@ class Driver(Protocol):
         """A sub-run's output."""
         ...
 
-    def tool(
-        self,
-        site: Site,
-        tool_name: str,
-        arguments: dict[str, JsonValue],
-        retry: RetryPolicy,
-        side_effect: bool,
-    ) -> Awaitable[JsonValue]:
+    def tool(self, site: Site, step: ToolStep, side_effect: bool) -> Awaitable[JsonValue]:
         """A registered tool's result, called as a step."""
         ...
 
@@ -301,6 +296,7 @@ class WorkflowContext:
         retry: RetryPolicy | None = None,
         side_effect: bool = False,
         max_visits: int | None = None,
+        fixer: FixerPolicy | None = None,
     ) -> Awaitable[JsonValue]:
         """Call the registered tool ``tool`` (its name, or the ``Tool`` registered) with
         ``arguments`` durably, as LWIR's ``kind: tool`` step does; its result, as JSON.
@@ -308,8 +304,10 @@ class WorkflowContext:
         The arguments are checked against the tool's schema when it runs (a mismatch
         fails the step); its call is recorded as a tool call of the step's path, redacted
         as the tool asks. The path is ``name`` (default: the tool's name); ``retry``,
-        ``side_effect`` and ``max_visits`` as ``@step``'s. A tool the runtime does not
-        have raises ``StepFailedError`` (``runtime_config_error``) and records nothing.
+        ``side_effect`` and ``max_visits`` as ``@step``'s; ``fixer`` is LWIR's: a model
+        consulted when the call failed for good, which may answer corrected arguments for
+        one more attempt. A tool the runtime does not have raises ``StepFailedError``
+        (``runtime_config_error``) and records nothing.
         """
         tool_name = tool if isinstance(tool, str) else getattr(tool, "name", None)
         if not isinstance(tool_name, str):
@@ -319,10 +317,17 @@ class WorkflowContext:
             dict(arguments or {}), where=f"the arguments of ctx.tool({tool_name!r})"
         )
         assert isinstance(given, dict)
+        try:
+            # What a fixer is shown (and LWIR's step, to the letter).
+            step = ToolStep(
+                id=step_name, tool=tool_name, with_=given, retry=retry or RetryPolicy(), fixer=fixer
+            )
+        except ValidationError as exc:
+            raise InvalidValueError(f"ctx.tool({tool_name!r}): {exc}") from exc
         site = self._driver.site(
             step_name, f"{_HERE}:tool/{tool_name}", self._scope, max_visits=max_visits
         )
-        return self._driver.tool(site, tool_name, given, retry or RetryPolicy(), side_effect)
+        return self._driver.tool(site, step, side_effect)
 
     def workflow(
         self,

@@ -44,9 +44,10 @@ from little_workflow.errors import (
     StorageError,
 )
 from little_workflow.events import StepAttemptStarted, StepFailed
-from little_workflow.lwir import AgentStep, DecisionStep, RetryPolicy, StepPath
+from little_workflow.lwir import AgentStep, DecisionStep, RetryPolicy, StepPath, ToolStep
 from little_workflow.platform._threads import call_user
 from little_workflow.runtime._agents import (
+    Fixer,
     SessionRun,
     Startable,
     run_agent_step,
@@ -357,31 +358,25 @@ class CodeRun:
         run.remember(site, result)
         return result
 
-    async def tool(
-        self,
-        site: Site,
-        tool_name: str,
-        arguments: dict[str, JsonValue],
-        retry: RetryPolicy,
-        side_effect: bool,
-    ) -> JsonValue:
+    async def tool(self, site: Site, step: ToolStep, side_effect: bool) -> JsonValue:
         """A registered tool called as a step (LWIR's ``kind: tool``, one mechanism:
         ``call_tool``): its recorded output or failure, or run it, commit it, return it."""
         done, output = self._recorded(site)
         if done:
             return output
-        if self.sessions is None:
+        sessions = self.sessions
+        if sessions is None:
             raise ConfigError(f"run {self.run_id!r}: this pass offers no tools")
-        step_id = site.path.step_id
-        unit = StepUnit(site=site, kind="tool", step_id=step_id, retry=retry)
+        fixer = None if step.fixer is None else Fixer(sessions, step, step.fixer)
+        unit = StepUnit(site, "tool", step.id, step.retry, on_give_up=fixer)
         try:
             found = registered_tool(
-                self.sessions.host.toolset, tool_name, path=site.text, step_id=step_id
+                sessions.host.toolset, step.tool, path=site.text, step_id=step.id
             )
             declared = declared_side_effect(found)
             if side_effect or declared is not None:
                 unit = unit._replace(outbox=Outbox(f"{self.run_id}/{site.text}", declared))
-            output = await call_tool(self.run, unit, found, arguments)
+            output = await call_tool(self.run, unit, found, dict(step.with_))
         except StepFailure as failure:
             raise await self._failed(unit, failure) from failure.__cause__
         self.run.remember(site, output)

@@ -7,6 +7,7 @@ test sees what a fork called and, as much, what it kept.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -135,7 +136,7 @@ def lwir_total(checks: list[str], ctx: StepContext) -> str:
     return _total(checks, ctx.step_path)
 
 
-FUNCTIONS = {
+FUNCTIONS: dict[str, Callable[..., Any]] = {
     "t:fetch": lwir_fetch,
     "t:read": lwir_read,
     "t:check": lwir_check,

@@ -8,6 +8,7 @@ for a kill in the middle of a call.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,9 @@ from little_workflow import (
     workflow,
 )
 from little_workflow.events import RecordedEvent, StepCompleted
+from little_workflow.lwir import FixerPolicy
+from tests.runtime.role_support import make as make_roles
+from tests.runtime.session_support import cut_log, seq_of
 from tests.runtime.support import Crash, FakeSleep
 
 STATE: dict[str, Any] = {}
@@ -265,3 +269,56 @@ async def test_tool_arguments_that_are_not_json_are_refused_in_the_body(tmp_path
         with pytest.raises(RunFailedError, match=r"arguments of ctx\.tool"):
             await rt.run(bad, None, run_id="run_bad")
     assert _requests() == []
+
+
+# --- a fixer: LWIR's, on the same core --------------------------------------------------
+
+
+@workflow
+async def dividing(ctx: WorkflowContext, b: int) -> Any:
+    return await ctx.tool("div", {"a": 10, "b": b}, fixer=FixerPolicy(slot="fixer"))
+
+
+async def test_a_tool_with_a_fixer_is_fixed_as_an_lwir_tool_step_is(tmp_path: Path) -> None:
+    rt, provider, _, calls = make_roles(tmp_path / "data")
+    async with rt:
+        result = await rt.run(dividing, {"b": 0}, run_id="run_fix")
+        log = await rt.events.read("run_fix")
+    assert result.output == 5.0
+    # As tests/runtime/test_fixer.py's tool step: the failed call, one consultation, the
+    # call again with the fixer's arguments.
+    assert calls.calls == [("div", {"a": 10, "b": 0}), ("div", {"a": 10, "b": 2})]
+    assert provider.calls == 1
+    assert [r.type for r in log if r.type != "harness.model.called"] == [
+        "RunStarted",
+        "StepAttemptStarted",
+        "harness.tool_call.started",
+        "harness.tool_call.failed",
+        "StepAttemptFailed",
+        "harness.session.started",
+        "harness.model.responded",
+        "harness.session.completed",
+        "StepAttemptStarted",
+        "harness.tool_call.started",
+        "harness.tool_call.succeeded",
+        "StepCompleted",
+        "RunCompleted",
+    ]
+    prompt = json.loads(provider.requests[0].messages[-1].content or "")
+    assert prompt["step"] == {"kind": "tool", "id": "div", "tool": "div", "with": {"a": 10, "b": 0},
+                              "fixer": {"slot": "fixer"}}  # fmt: skip
+
+
+async def test_a_resume_after_the_fixers_decision_does_not_ask_it_again(tmp_path: Path) -> None:
+    rt, _, _, _ = make_roles(tmp_path / "data")
+    async with rt:
+        await rt.run(dividing, {"b": 0}, run_id="ref")
+        full = await rt.events.read("ref")
+    rt, provider, _, calls = make_roles(tmp_path / "data")
+    async with rt:
+        # The log as a kill right after the fixer's decision leaves it.
+        await cut_log(rt, "ref", "run_cut", seq_of(full, "harness.session.completed"))
+        result = await rt.resume("run_cut")
+    assert result.output == 5.0
+    assert provider.calls == 0
+    assert calls.calls == [("div", {"a": 10, "b": 2})]

@@ -4,6 +4,7 @@ same route without running the failed step again; bad routes are refused up fron
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -55,7 +56,7 @@ def document(**changes: Any) -> dict[str, Any]:
     }
 
 
-FUNCTIONS = {"t:charge": charge, "t:apologise": apologise}
+FUNCTIONS: dict[str, Callable[..., Any]] = {"t:charge": charge, "t:apologise": apologise}
 
 
 async def test_a_failure_takes_the_on_error_route_and_a_resume_replays_it(tmp_path: Path) -> None:
@@ -138,7 +139,7 @@ def looping(fails: int, crash_at: int = -1) -> dict[str, Any]:
     }
 
 
-LOOP_FUNCTIONS = {"t:flaky": flaky, "t:note": note}
+LOOP_FUNCTIONS: dict[str, Callable[..., Any]] = {"t:flaky": flaky, "t:note": note}
 
 
 async def test_on_error_on_a_looping_step_routes_each_failed_visit(tmp_path: Path) -> None:
