@@ -30,6 +30,7 @@ from little_workflow.lwir import (
     RetryPolicy,
     StepPath,
     ToolStep,
+    Workflow,
     branch_key,
 )
 from little_workflow.runtime._code_api import (
@@ -140,6 +141,10 @@ class Driver(Protocol):
 
     def tool(self, site: Site, step: ToolStep, side_effect: bool) -> Awaitable[JsonValue]:
         """A registered tool's result, called as a step."""
+        ...
+
+    def plan(self, site: Site, goal_workflow: Workflow, input: JsonValue) -> Awaitable[JsonValue]:
+        """A planned workflow's output (``Runtime.run_goal``'s workflow, as a sub-run)."""
         ...
 
     def value(self, site: Site, name: str, make: Callable[[], JsonValue]) -> Awaitable[JsonValue]:
@@ -344,6 +349,39 @@ class WorkflowContext:
             raise ConfigError(f"ctx.workflow needs a @workflow function, not {named!r}")
         site = self._driver.site(child.name, f"{_HERE}:workflow/{child.qualified}", self._scope)
         return self._driver.sub_run(site, child.name, child, body, input)  # type: ignore[return-value]
+
+    def plan(
+        self,
+        goal: str,
+        input: Mapping[str, object] | None = None,
+        *,
+        slot: str,
+        name: str = "plan",
+        max_turns: int = 4,
+        instructions: str | None = None,
+    ) -> Awaitable[JsonValue]:
+        """Have the planner on model slot ``slot`` write an LWIR workflow for ``goal``, run
+        it with ``input``, and return its output: ``Runtime.run_goal`` as one call.
+
+        It is a sub-run at ``name`` (a ``workflow`` step) of run_goal's LWIR workflow: a
+        planner session (every model turn committed; an invalid workflow goes back to the
+        model with its errors, ``max_turns`` times at most), then a sub-run of the planned
+        workflow, which is untrusted: it may call registered functions only. A resume
+        never plans again. A plan or run that fails raises ``StepFailedError``
+        (``sub_run_failed``).
+        """
+        # The planner (and the harness it needs) is imported only by a body that plans.
+        from little_workflow.runtime._planner import goal_workflow
+
+        data = to_json_value(dict(input or {}), where=f"the input of ctx.plan({goal!r})")
+        assert isinstance(data, dict)
+        try:
+            given: dict[str, object] = dict(data)
+            workflow = goal_workflow(slot, given, max_turns=max_turns, instructions=instructions)
+        except ValidationError as exc:
+            raise InvalidValueError(f"ctx.plan({goal!r}): {exc}") from exc
+        site = self._driver.site(checked_name(name, "plan"), f"{_HERE}:plan/{slot}", self._scope)
+        return self._driver.plan(site, workflow, {"goal": goal, "data": data})
 
     def agent(
         self,

@@ -23,8 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import inspect
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Protocol
 
 from little_workflow._failures import error_message, error_names, is_interruption
@@ -44,7 +43,14 @@ from little_workflow.errors import (
     StorageError,
 )
 from little_workflow.events import StepAttemptStarted, StepFailed
-from little_workflow.lwir import AgentStep, DecisionStep, RetryPolicy, StepPath, ToolStep
+from little_workflow.lwir import (
+    AgentStep,
+    DecisionStep,
+    RetryPolicy,
+    StepPath,
+    ToolStep,
+    Workflow,
+)
 from little_workflow.platform._threads import call_user
 from little_workflow.runtime._agents import (
     Fixer,
@@ -54,8 +60,14 @@ from little_workflow.runtime._agents import (
 )
 from little_workflow.runtime._code_api import StepSpec, WorkflowSpec
 from little_workflow.runtime._code_context import CallScope, WorkflowContext
+from little_workflow.runtime._code_input import bind_input
 from little_workflow.runtime._code_places import all_branches, call_position, scope_of
-from little_workflow.runtime._code_sessions import as_given, decide_once, startable
+from little_workflow.runtime._code_sessions import (
+    as_given,
+    decide_once,
+    plan_and_run,
+    startable,
+)
 from little_workflow.runtime._core import (
     DurableRun,
     Outbox,
@@ -109,28 +121,6 @@ class ChildStarter(Protocol):
         parent_step_path: str,
         retry_failed: bool,
     ) -> JsonValue: ...
-
-
-def bind_input(function: Callable[..., Any], input: object, *, where: str) -> dict[str, Any]:
-    """The body's keyword arguments from a run's input (a JSON object, or ``None``).
-
-    ``InvalidValueError`` if the input is not an object or does not fit the body's
-    parameters (after ``ctx``).
-    """
-    if input is None:
-        arguments: dict[str, Any] = {}
-    elif isinstance(input, Mapping) and all(isinstance(key, str) for key in input):
-        arguments = dict(input)
-    else:
-        raise InvalidValueError(
-            f"{where}: the input of a code-first workflow is a JSON object of its keyword "
-            f"arguments, not {type(input).__name__}"
-        )
-    try:
-        inspect.signature(function).bind(None, **arguments)
-    except TypeError as exc:
-        raise InvalidValueError(f"{where}: the input does not fit the body: {exc}") from exc
-    return arguments
 
 
 class CodeRun:
@@ -513,6 +503,21 @@ class CodeRun:
             return await decide_once(self.run, self.sessions, step, unit)
         except StepFailure as failure:
             raise await self._failed(unit, failure) from failure.__cause__
+
+    async def plan(self, site: Site, goal_workflow: Workflow, input: JsonValue) -> JsonValue:
+        """``ctx.plan``: a planned workflow run as a sub-run (``plan_and_run``); its output."""
+        done, output = self._recorded(site)
+        if done:
+            return output
+        if self.sessions is None:
+            raise ConfigError(f"run {self.run_id!r}: this pass offers no planner")
+        unit = StepUnit(site=site, kind="workflow", step_id=site.path.step_id, retry=_NO_RETRY)
+        try:
+            output = await plan_and_run(self.sessions, unit, goal_workflow, input)
+        except StepFailure as failure:
+            raise await self._failed(unit, failure) from failure.__cause__
+        self.run.remember(site, output)
+        return output
 
     def _startable(self, site: Site, spec: WorkflowSpec, body: Callable[..., Any]) -> Startable:
         """``body`` as a workflow an orchestrator at ``site`` may start."""

@@ -12,7 +12,12 @@ from typing import TYPE_CHECKING, Any
 
 from little_workflow._failures import error_message, error_names
 from little_workflow.codec import JsonValue
-from little_workflow.errors import ConfigError, FunctionNotAllowedError, InvalidStepPathError
+from little_workflow.errors import (
+    ConfigError,
+    FunctionNotAllowedError,
+    InvalidStepPathError,
+    RunFailedError,
+)
 from little_workflow.events import (
     Event,
     HarnessToolCallFailed,
@@ -23,6 +28,8 @@ from little_workflow.events import (
 )
 from little_workflow.lwir import DecisionStep, MapStep, StepBase, StepPath, branch_key
 from little_workflow.runtime._core import Arguments, DurableRun, StepFailure, StepUnit
+from little_workflow.runtime._host import SubRunner
+from little_workflow.runtime._workflows import WorkflowVersion
 
 if TYPE_CHECKING:
     from little_workflow.harness._harness import Toolset
@@ -36,6 +43,7 @@ __all__ = [
     "chosen_route",
     "config_failure",
     "registered_tool",
+    "run_sub_workflow",
     "scope_entry",
 ]
 
@@ -191,6 +199,38 @@ async def call_tool(
     succeeded, stored = records.succeeded(attempt, result)
     await run.append([succeeded, run.completed(unit, stored)], sync=True)
     return result
+
+
+async def run_sub_workflow(
+    run: DurableRun,
+    sub_runner: SubRunner,
+    unit: StepUnit,
+    child: WorkflowVersion,
+    arguments: JsonValue,
+) -> JsonValue:
+    """A ``workflow`` step's sub-run of ``child`` with ``arguments``: its id committed
+    before it starts (the recorded one on a resume), its output committed with the step's
+    ``StepCompleted``; ``sub_run_failed`` if it failed."""
+    path = unit.site.text
+    sub_run_id = await run.start_sub_run(unit, child.name, child.definition_hash)
+    try:
+        output = await sub_runner.run_child(
+            child,
+            arguments,
+            run_id=sub_run_id,
+            parent_run_id=run.run_id,
+            parent_step_path=path,
+            retry_failed=run.retrying,
+        )
+    except RunFailedError as exc:
+        raise StepFailure(
+            "sub_run_failed",
+            f"sub-run {sub_run_id!r} of step {path!r} failed ({exc.cause_code}): {exc}",
+            path=path,
+            step_id=unit.step_id,
+        ) from exc
+    await run.append([run.completed(unit, output)], sync=True)
+    return output
 
 
 async def scope_entry(

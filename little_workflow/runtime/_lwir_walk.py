@@ -28,7 +28,6 @@ from little_workflow.durable._side_effects import declared_side_effect
 from little_workflow.errors import (
     ConfigError,
     LwirError,
-    RunFailedError,
     TemplateError,
 )
 from little_workflow.events import (
@@ -79,6 +78,7 @@ from little_workflow.runtime._lwir_steps import (
     chosen_route,
     config_failure,
     registered_tool,
+    run_sub_workflow,
     scope_entry,
 )
 from little_workflow.runtime._state import RunState
@@ -558,23 +558,6 @@ class LwirWalk:
                 except ConfigError as exc:
                     raise config_failure(exc, path=path, step_id=step.id) from exc
         arguments = self._render(dict(step.with_), scope, step, path, "with")
-        unit = self._unit(step, site)
-        sub_run_id = await self.run.start_sub_run(unit, child.name, child.definition_hash)
-        try:
-            output = await self._sub_runs().run_child(
-                child,
-                arguments,
-                run_id=sub_run_id,
-                parent_run_id=self.run_id,
-                parent_step_path=path,
-                retry_failed=self.run.retrying,
-            )
-        except RunFailedError as exc:
-            raise StepFailure(
-                "sub_run_failed",
-                f"sub-run {sub_run_id!r} of step {path!r} failed ({exc.cause_code}): {exc}",
-                path=path,
-                step_id=step.id,
-            ) from exc
-        await self.run.append([self.run.completed(unit, output)], sync=True)
-        return output
+        return await run_sub_workflow(
+            self.run, self._sub_runs(), self._unit(step, site), child, arguments
+        )

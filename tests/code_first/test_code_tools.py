@@ -24,10 +24,13 @@ from little_workflow import (
     WorkflowContext,
     parse_workflow,
     side_effect,
+    step,
     tool,
     workflow,
 )
 from little_workflow.events import RecordedEvent, StepCompleted
+from little_workflow.harness import ModelSlot
+from little_workflow.harness.models import scripted
 from little_workflow.lwir import FixerPolicy
 from tests.runtime.role_support import make as make_roles
 from tests.runtime.session_support import cut_log, seq_of
@@ -322,3 +325,47 @@ async def test_a_resume_after_the_fixers_decision_does_not_ask_it_again(tmp_path
     assert result.output == 5.0
     assert provider.calls == 0
     assert calls.calls == [("div", {"a": 10, "b": 2})]
+
+
+# --- docs/code-first.md, "Fixers in code": a step's fixer is an except and a call -------
+
+
+@step
+def divide(a: float, b: float) -> float:
+    _asked(f"divide {a} {b}")
+    return a / b
+
+
+@workflow
+async def divided(ctx: WorkflowContext, a: float, b: float) -> float:
+    try:
+        return await ctx.step(divide, a, b)
+    except StepFailedError as error:
+        fix = await ctx.agent(
+            "fixer",
+            name="fix",
+            output="json",
+            prompt=f"divide({a}, {b}) failed: {error.message}. Answer a JSON object "
+            "with the arguments to try instead, a and b.",
+        )
+        assert isinstance(fix, dict)
+        new_a, new_b = fix["a"], fix["b"]
+        assert isinstance(new_a, int | float)
+        assert isinstance(new_b, int | float)
+        return await ctx.step(divide, new_a, new_b)  # divide.visit[1]
+
+
+async def test_the_documented_fixer_in_code_works_and_replays(tmp_path: Path) -> None:
+    provider = scripted(lambda request: '{"a": 10, "b": 2}')
+    slots = {"fixer": ModelSlot(provider=provider, model="fixer-model")}
+    async with Runtime(tmp_path / "data", sleep=FakeSleep(), model_slots=slots) as rt:
+        result = await rt.run(divided, {"a": 10, "b": 0}, run_id="run_divided")
+        again = await rt.resume("run_divided")
+        records = await rt.events.read("run_divided")
+    assert result.output == again.output == 5.0
+    assert _requests() == ["divide 10 0", "divide 10 2"]
+    assert provider.calls == 1
+    assert [(path, kind) for path, kind, _ in _completed(records)] == [
+        ("fix", "agent"),
+        ("divide.visit[1]", "execute"),
+    ]
