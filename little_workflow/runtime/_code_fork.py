@@ -33,6 +33,7 @@ from little_workflow.errors import (
 from little_workflow.events import ForkOrigin, RecordedEvent, StepAttemptStarted
 from little_workflow.ids import new_id, validate_id
 from little_workflow.lwir import StepPath, parse_step_path
+from little_workflow.runtime._agents import execution_path
 from little_workflow.runtime._code_places import call_place, scope_of
 from little_workflow.runtime._code_program import CodeHost, CodeProgram, load_code_program
 from little_workflow.runtime._code_run import bind_input
@@ -139,8 +140,8 @@ def _copied(records: tuple[RecordedEvent, ...], kept: set[str]) -> list[Any]:
         if event.RUN_STATUS is not None:
             continue  # the run's lifecycle: the fork has its own
         owner = getattr(event, "step_path", None) or getattr(event, "session_id", None)
-        if isinstance(owner, str) and owner in kept:
-            events.append(event)
+        if isinstance(owner, str) and execution_path(owner) in kept:
+            events.append(event)  # a kept tool call's fixer sessions (``#fix[n]``) too
     return events
 
 

@@ -369,3 +369,28 @@ async def test_the_documented_fixer_in_code_works_and_replays(tmp_path: Path) ->
         ("fix", "agent"),
         ("divide.visit[1]", "execute"),
     ]
+
+
+@workflow
+async def dividing_then_stamped(ctx: WorkflowContext, b: int) -> Any:
+    divided = await ctx.tool("div", {"a": 10, "b": b}, fixer=FixerPolicy(slot="fixer"))
+    return [divided, await ctx.random() < 1]
+
+
+async def test_a_fork_keeps_a_fixed_tool_call_with_its_fixer_session(tmp_path: Path) -> None:
+    rt, provider, _, calls = make_roles(tmp_path / "data")
+    async with rt:
+        await rt.run(dividing_then_stamped, {"b": 0}, run_id="src")
+        fork = await rt.fork("src", at="random", run_id="fork")
+        log = await rt.events.read("fork")
+    assert fork.output == [5.0, True]
+    assert provider.calls == 1  # the source's consultation only
+    assert len(calls.calls) == 2  # the source's two calls only
+    # The consultation is copied whole: its session, the model's answer, the decision.
+    fixer = [r.type for r in log if getattr(r.event, "session_id", None) == "div#fix[0]"]
+    assert fixer == [
+        "harness.session.started",
+        "harness.model.called",
+        "harness.model.responded",
+        "harness.session.completed",
+    ]
