@@ -2,8 +2,8 @@
 
 ``little-workflow loop`` takes it where it takes the LWIR file; each cycle's input is the
 same object (``input``, ``cycle``, ``previous``), here the body's keyword arguments. Same
-paths (``draft``, ``check``) and same output as the LWIR form given the same model
-(``tests/examples/test_code_forms.py``). Run it with::
+paths (``draft``, ``check``), kinds (an agent, a tool) and output as the LWIR form given the
+same model (``tests/examples/test_code_forms.py``). Run it with::
 
     little-workflow --setup examples.outer_loop.setup:setup \\
         loop examples.outer_loop.workflow:announcement \\
@@ -17,7 +17,7 @@ import json
 from typing import Any
 
 from examples.outer_loop.setup import check_announcement
-from little_workflow import WorkflowContext, current_step, step, workflow
+from little_workflow import WorkflowContext, workflow
 
 __all__ = ["announcement"]
 
@@ -26,12 +26,6 @@ WRITER = (
     "You write release announcements: one short paragraph, plain text, no headings. Act on "
     "every point of the feedback on earlier drafts, if there is any.\n"
 )
-
-
-@step(name="check")
-def check(text: str, must_mention: list[str], max_chars: int) -> list[str]:
-    """The house rules' checker (``workflow.yaml``'s ``tool`` step): the problems found."""
-    return check_announcement(text, must_mention, max_chars, current_step())
 
 
 @workflow(name="announcement")
@@ -46,5 +40,10 @@ async def announcement(
     )
     if not isinstance(draft, str):
         raise TypeError(f"the writer answered {draft!r}, not text")
-    problems = await ctx.step(check, draft, input["must_mention"], input["max_chars"])
+    # workflow.yaml's ``tool`` step: the registered checker, called once as a step.
+    problems = await ctx.tool(
+        check_announcement,
+        {"text": draft, "must_mention": input["must_mention"], "max_chars": input["max_chars"]},
+        name="check",
+    )
     return {"cycle": cycle, "draft": draft, "problems": problems}

@@ -16,18 +16,21 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, ParamSpec, Protocol, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Literal, ParamSpec, Protocol, TypeVar, overload
 
 from pydantic import ValidationError
 
-from little_workflow.codec import JsonValue
+from little_workflow.codec import JsonValue, to_json_value
 from little_workflow.errors import ConfigError, InvalidValueError
 from little_workflow.lwir import (
     AgentStep,
     DecisionAgent,
     DecisionStep,
+    FixerPolicy,
     RetryPolicy,
     StepPath,
+    ToolStep,
+    Workflow,
     branch_key,
 )
 from little_workflow.runtime._code_api import (
@@ -38,6 +41,9 @@ from little_workflow.runtime._code_api import (
     workflow_spec,
 )
 from little_workflow.runtime._core import Site
+
+if TYPE_CHECKING:
+    from little_workflow.harness._tools import Tool
 
 __all__ = ["CallScope", "Driver", "WorkflowContext"]
 
@@ -131,6 +137,14 @@ class Driver(Protocol):
         input: object,
     ) -> Awaitable[JsonValue]:
         """A sub-run's output."""
+        ...
+
+    def tool(self, site: Site, step: ToolStep, side_effect: bool) -> Awaitable[JsonValue]:
+        """A registered tool's result, called as a step."""
+        ...
+
+    def plan(self, site: Site, goal_workflow: Workflow, input: JsonValue) -> Awaitable[JsonValue]:
+        """A planned workflow's output (``Runtime.run_goal``'s workflow, as a sub-run)."""
         ...
 
     def value(self, site: Site, name: str, make: Callable[[], JsonValue]) -> Awaitable[JsonValue]:
@@ -277,6 +291,49 @@ class WorkflowContext:
             site, map_name, body, list(zip(keys, listed, strict=True)), concurrency
         )
 
+    def tool(
+        self,
+        tool: str | Tool[..., Any],
+        arguments: Mapping[str, object] | None = None,
+        /,
+        *,
+        name: str | None = None,
+        retry: RetryPolicy | None = None,
+        side_effect: bool = False,
+        max_visits: int | None = None,
+        fixer: FixerPolicy | None = None,
+    ) -> Awaitable[JsonValue]:
+        """Call the registered tool ``tool`` (its name, or the ``Tool`` registered) with
+        ``arguments`` durably, as LWIR's ``kind: tool`` step does; its result, as JSON.
+
+        The arguments are checked against the tool's schema when it runs (a mismatch
+        fails the step); its call is recorded as a tool call of the step's path, redacted
+        as the tool asks. The path is ``name`` (default: the tool's name); ``retry``,
+        ``side_effect`` and ``max_visits`` as ``@step``'s; ``fixer`` is LWIR's: a model
+        consulted when the call failed for good, which may answer corrected arguments for
+        one more attempt. A tool the runtime does not have raises ``StepFailedError``
+        (``runtime_config_error``) and records nothing.
+        """
+        tool_name = tool if isinstance(tool, str) else getattr(tool, "name", None)
+        if not isinstance(tool_name, str):
+            raise ConfigError(f"ctx.tool needs a tool name or a Tool, not {type(tool).__name__}")
+        step_name = checked_name(name or tool_name, "tool")
+        given = to_json_value(
+            dict(arguments or {}), where=f"the arguments of ctx.tool({tool_name!r})"
+        )
+        assert isinstance(given, dict)
+        try:
+            # What a fixer is shown (and LWIR's step, to the letter).
+            step = ToolStep(
+                id=step_name, tool=tool_name, with_=given, retry=retry or RetryPolicy(), fixer=fixer
+            )
+        except ValidationError as exc:
+            raise InvalidValueError(f"ctx.tool({tool_name!r}): {exc}") from exc
+        site = self._driver.site(
+            step_name, f"{_HERE}:tool/{tool_name}", self._scope, max_visits=max_visits
+        )
+        return self._driver.tool(site, step, side_effect)
+
     def workflow(
         self,
         body: Callable[..., Coroutine[Any, Any, R]],
@@ -292,6 +349,39 @@ class WorkflowContext:
             raise ConfigError(f"ctx.workflow needs a @workflow function, not {named!r}")
         site = self._driver.site(child.name, f"{_HERE}:workflow/{child.qualified}", self._scope)
         return self._driver.sub_run(site, child.name, child, body, input)  # type: ignore[return-value]
+
+    def plan(
+        self,
+        goal: str,
+        input: Mapping[str, object] | None = None,
+        *,
+        slot: str,
+        name: str = "plan",
+        max_turns: int = 4,
+        instructions: str | None = None,
+    ) -> Awaitable[JsonValue]:
+        """Have the planner on model slot ``slot`` write an LWIR workflow for ``goal``, run
+        it with ``input``, and return its output: ``Runtime.run_goal`` as one call.
+
+        It is a sub-run at ``name`` (a ``workflow`` step) of run_goal's LWIR workflow: a
+        planner session (every model turn committed; an invalid workflow goes back to the
+        model with its errors, ``max_turns`` times at most), then a sub-run of the planned
+        workflow, which is untrusted: it may call registered functions only. A resume
+        never plans again. A plan or run that fails raises ``StepFailedError``
+        (``sub_run_failed``).
+        """
+        # The planner (and the harness it needs) is imported only by a body that plans.
+        from little_workflow.runtime._planner import goal_workflow
+
+        data = to_json_value(dict(input or {}), where=f"the input of ctx.plan({goal!r})")
+        assert isinstance(data, dict)
+        try:
+            given: dict[str, object] = dict(data)
+            workflow = goal_workflow(slot, given, max_turns=max_turns, instructions=instructions)
+        except ValidationError as exc:
+            raise InvalidValueError(f"ctx.plan({goal!r}): {exc}") from exc
+        site = self._driver.site(checked_name(name, "plan"), f"{_HERE}:plan/{slot}", self._scope)
+        return self._driver.plan(site, workflow, {"goal": goal, "data": data})
 
     def agent(
         self,

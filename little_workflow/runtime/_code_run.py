@@ -23,9 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import inspect
-import types
-from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Protocol
 
 from little_workflow._failures import error_message, error_names, is_interruption
@@ -45,27 +43,42 @@ from little_workflow.errors import (
     StorageError,
 )
 from little_workflow.events import StepAttemptStarted, StepFailed
-from little_workflow.lwir import AgentStep, DecisionStep, RetryPolicy, StepPath, parse_step_path
+from little_workflow.lwir import (
+    AgentStep,
+    DecisionStep,
+    RetryPolicy,
+    StepPath,
+    ToolStep,
+    Workflow,
+)
 from little_workflow.platform._threads import call_user
 from little_workflow.runtime._agents import (
+    Fixer,
     SessionRun,
     Startable,
     run_agent_step,
 )
 from little_workflow.runtime._code_api import StepSpec, WorkflowSpec
 from little_workflow.runtime._code_context import CallScope, WorkflowContext
-from little_workflow.runtime._code_sessions import as_given, decide_once, startable
+from little_workflow.runtime._code_input import bind_input
+from little_workflow.runtime._code_places import all_branches, call_position, scope_of
+from little_workflow.runtime._code_sessions import (
+    as_given,
+    decide_once,
+    plan_and_run,
+    startable,
+)
 from little_workflow.runtime._core import (
     DurableRun,
     Outbox,
     Site,
     StepFailure,
     StepUnit,
-    first_failure,
 )
 from little_workflow.runtime._functions import StepContext
+from little_workflow.runtime._lwir_steps import call_tool, registered_tool
 
-__all__ = ["ChildStarter", "CodeRun", "bind_input", "call_place", "current_step"]
+__all__ = ["ChildStarter", "CodeRun", "bind_input", "current_step"]
 
 _NO_RETRY = RetryPolicy()
 #: The step attempt running in this context: its core, unit and attempt, from which
@@ -110,28 +123,6 @@ class ChildStarter(Protocol):
     ) -> JsonValue: ...
 
 
-def bind_input(function: Callable[..., Any], input: object, *, where: str) -> dict[str, Any]:
-    """The body's keyword arguments from a run's input (a JSON object, or ``None``).
-
-    ``InvalidValueError`` if the input is not an object or does not fit the body's
-    parameters (after ``ctx``).
-    """
-    if input is None:
-        arguments: dict[str, Any] = {}
-    elif isinstance(input, Mapping) and all(isinstance(key, str) for key in input):
-        arguments = dict(input)
-    else:
-        raise InvalidValueError(
-            f"{where}: the input of a code-first workflow is a JSON object of its keyword "
-            f"arguments, not {type(input).__name__}"
-        )
-    try:
-        inspect.signature(function).bind(None, **arguments)
-    except TypeError as exc:
-        raise InvalidValueError(f"{where}: the input does not fit the body: {exc}") from exc
-    return arguments
-
-
 class CodeRun:
     """One pass of one code-first run: the body's calls become units of ``run``."""
 
@@ -154,9 +145,9 @@ class CodeRun:
         #: (scope, call position) -> path, for every unit the log completed (from its identity).
         self._order: dict[tuple[str, int], str] = {}
         for path, record in self.state.steps.items():
-            position = _position(record.identity if record.status == "completed" else None)
+            position = call_position(record.identity if record.status == "completed" else None)
             if position is not None:
-                self._order[(_scope_of(path), position)] = path
+                self._order[(scope_of(path), position)] = path
         self._reached: set[str] = set()
 
     # --- the run ----------------------------------------------------------------------
@@ -300,18 +291,23 @@ class CodeRun:
         return False, None
 
     async def _failed(self, unit: StepUnit, failure: StepFailure) -> StepFailedError:
-        """Commit ``StepFailed`` for ``unit``; the error the body receives."""
-        await self.run.append(
-            [
-                StepFailed(
-                    step_path=unit.site.text,
-                    step_id=unit.step_id,
-                    cause_code=failure.cause,
-                    message=failure.message,
-                )
-            ],
-            sync=True,
-        )
+        """Commit ``StepFailed`` for ``unit``; the error the body receives.
+
+        A unit that failed before its first attempt (a tool that is not registered) has
+        nothing in the log to fail: the error is raised, and a resume asks again.
+        """
+        if unit.site.text in self.state.steps:
+            await self.run.append(
+                [
+                    StepFailed(
+                        step_path=unit.site.text,
+                        step_id=unit.step_id,
+                        cause_code=failure.cause,
+                        message=failure.message,
+                    )
+                ],
+                sync=True,
+            )
         error = StepFailedError(failure.message, path=unit.site.text, cause_code=failure.cause)
         error.__cause__ = failure.__cause__
         return error
@@ -351,6 +347,30 @@ class CodeRun:
         await run.writer.append([run.completed(unit, result)], sync=True)
         run.remember(site, result)
         return result
+
+    async def tool(self, site: Site, step: ToolStep, side_effect: bool) -> JsonValue:
+        """A registered tool called as a step (LWIR's ``kind: tool``, one mechanism:
+        ``call_tool``): its recorded output or failure, or run it, commit it, return it."""
+        done, output = self._recorded(site)
+        if done:
+            return output
+        sessions = self.sessions
+        if sessions is None:
+            raise ConfigError(f"run {self.run_id!r}: this pass offers no tools")
+        fixer = None if step.fixer is None else Fixer(sessions, step, step.fixer)
+        unit = StepUnit(site, "tool", step.id, step.retry, on_give_up=fixer)
+        try:
+            found = registered_tool(
+                sessions.host.toolset, step.tool, path=site.text, step_id=step.id
+            )
+            declared = declared_side_effect(found)
+            if side_effect or declared is not None:
+                unit = unit._replace(outbox=Outbox(f"{self.run_id}/{site.text}", declared))
+            output = await call_tool(self.run, unit, found, dict(step.with_))
+        except StepFailure as failure:
+            raise await self._failed(unit, failure) from failure.__cause__
+        self.run.remember(site, output)
+        return output
 
     async def value(self, site: Site, name: str, make: Callable[[], JsonValue]) -> JsonValue:
         """A recorded value (``ctx.now()``, ``random()``, ``uuid4()``): made once, committed."""
@@ -400,7 +420,7 @@ class CodeRun:
                     writer.branches -= 1
 
         try:
-            await _all_branches(len(branches), branch, StepFailedError)
+            await all_branches(len(branches), branch, StepFailedError)
         finally:
             writer.branches -= unfinished
             unfinished = 0
@@ -484,6 +504,21 @@ class CodeRun:
         except StepFailure as failure:
             raise await self._failed(unit, failure) from failure.__cause__
 
+    async def plan(self, site: Site, goal_workflow: Workflow, input: JsonValue) -> JsonValue:
+        """``ctx.plan``: a planned workflow run as a sub-run (``plan_and_run``); its output."""
+        done, output = self._recorded(site)
+        if done:
+            return output
+        if self.sessions is None:
+            raise ConfigError(f"run {self.run_id!r}: this pass offers no planner")
+        unit = StepUnit(site=site, kind="workflow", step_id=site.path.step_id, retry=_NO_RETRY)
+        try:
+            output = await plan_and_run(self.sessions, unit, goal_workflow, input)
+        except StepFailure as failure:
+            raise await self._failed(unit, failure) from failure.__cause__
+        self.run.remember(site, output)
+        return output
+
     def _startable(self, site: Site, spec: WorkflowSpec, body: Callable[..., Any]) -> Startable:
         """``body`` as a workflow an orchestrator at ``site`` may start."""
 
@@ -527,7 +562,7 @@ class CodeRun:
                 context = WorkflowContext(self, scopes[index])
                 results[index] = await body(context, branches[index][1])
 
-        await _all_branches(len(branches), branch, StepFailedError | NonDeterminismError)
+        await all_branches(len(branches), branch, StepFailedError | NonDeterminismError)
         output = to_json_value(results, where=f"the results of map {site.text!r}")
         assert isinstance(output, list)
         return await self._map_completed(site, name, output)
@@ -552,46 +587,3 @@ class CodeRun:
         await run.append([run.completed(unit, results)], sync=True)
         run.remember(site, results)
         return results
-
-
-async def _all_branches(
-    count: int,
-    branch: Callable[[int], Coroutine[Any, Any, None]],
-    preferred: type[BaseException] | types.UnionType,
-) -> None:
-    """Run ``branch(0..count-1)`` in a task group; on failure raise one error of them, a
-    ``preferred`` one (the body's to handle) before the first failure otherwise."""
-    try:
-        async with asyncio.TaskGroup() as group:
-            for index in range(count):
-                group.create_task(branch(index))
-    except BaseExceptionGroup as group_error:
-        first = first_failure(group_error)
-        for error in group_error.exceptions:
-            if isinstance(error, preferred):
-                first = error
-                break
-        raise first from first.__cause__
-
-
-def call_place(path: str, identity: str | None) -> tuple[str, int] | None:
-    """``(scope, position)`` of the call a completed unit at ``path`` records, if any."""
-    position = _position(identity)
-    return None if position is None else (_scope_of(path), position)
-
-
-def _position(identity: str | None) -> int | None:
-    """The call position an identity records (``pkg.mod:fetch@3`` -> 3)."""
-    if identity is None or "@" not in identity:
-        return None
-    position = identity.rsplit("@", 1)[1]
-    return int(position) if position.isdigit() else None
-
-
-def _scope_of(path: str) -> str:
-    """The scope a call at ``path`` was made in: ``""``, or its branch's path."""
-    parsed = parse_step_path(path)
-    if parsed.is_branch:
-        return path  # a ``ctx.map`` branch: a scope of its own
-    parent = parsed.parent
-    return "" if parent is None else str(parent)

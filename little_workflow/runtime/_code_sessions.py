@@ -1,7 +1,9 @@
 """The code-first front end's agent sessions beyond a worker's: an agent decision
-(``ctx.decide``) and the workflows an orchestrator may start (``ctx.agent(workflows=)``).
+(``ctx.decide``), the workflows an orchestrator may start (``ctx.agent(workflows=)``) and
+a planned workflow (``ctx.plan``).
 
-Both are LWIR's (``_agents``), fed the body's own strings instead of templates.
+All are LWIR's (``_agents``, ``Runtime.run_goal``'s workflow), fed the body's own strings
+instead of templates.
 """
 
 from __future__ import annotations
@@ -11,15 +13,15 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from little_workflow.codec import JsonValue
-from little_workflow.errors import InvalidValueError, ToolArgumentsError
+from little_workflow.errors import ConfigError, InvalidValueError, ToolArgumentsError
 from little_workflow.events import HarnessSessionCompleted
-from little_workflow.lwir import DecisionStep, StepBase
+from little_workflow.lwir import DecisionStep, StepBase, Workflow
 from little_workflow.runtime._agents import SessionRun, Startable, decide_with_agent
 from little_workflow.runtime._code_api import WorkflowSpec
 from little_workflow.runtime._core import DurableRun, StepUnit
-from little_workflow.runtime._lwir_steps import chosen_route
+from little_workflow.runtime._lwir_steps import chosen_route, config_failure, run_sub_workflow
 
-__all__ = ["as_given", "decide_once", "startable"]
+__all__ = ["as_given", "decide_once", "plan_and_run", "startable"]
 
 
 def as_given(value: JsonValue, _step: StepBase, _path: str, _field: str) -> JsonValue:
@@ -69,3 +71,18 @@ def startable(
 
     doc = (inspect.getdoc(body) or "").strip().splitlines()
     return Startable(doc[0] if doc else "(no description)", run)
+
+
+async def plan_and_run(
+    sessions: SessionRun, unit: StepUnit, goal_workflow: Workflow, input: JsonValue
+) -> JsonValue:
+    """``ctx.plan``: ``Runtime.run_goal``'s LWIR workflow (a planner session, then a
+    sub-run of the workflow it planned, untrusted) as a sub-run at ``unit``'s path; its
+    output (``StepFailure`` if it cannot start or fails)."""
+    host = sessions.host
+    try:
+        version = await host.catalog.store(host.catalog.resolve(goal_workflow))
+        host.check_callables(version)
+    except ConfigError as exc:
+        raise config_failure(exc, path=unit.site.text, step_id=unit.step_id) from exc
+    return await run_sub_workflow(sessions.run, sessions.sub_runner, unit, version, input)

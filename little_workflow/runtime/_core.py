@@ -311,15 +311,19 @@ class DurableRun:
     def check_visit(self, step_id: str, path: str, visit: int | None) -> None:
         """Refuse a visit that is not the next one the log holds (``CorruptDataError``).
 
-        The seed's rule, as a check: the visit about to run is the number of completed
-        visits of this step in this branch the log holds. Anything else means the log
-        and the front end disagree, and continuing would overwrite history.
+        The seed's rule, as a check: the visit about to run is the number of finished
+        visits (completed, or failed and handled: ``RunState.visits``) of this step in
+        this branch the log holds. Anything else means the log and the front end
+        disagree, and continuing would overwrite history.
         """
         prefix, _ = scope_key(path, step_id, visit)
-        completed_visits = self.state.visits(step_id, prefix)
-        if completed_visits != (visit or 0):
+        finished_visits = self.state.visits(step_id, prefix)
+        record = self.state.steps.get(path)
+        if record is not None and record.status == "failed":
+            finished_visits -= 1  # this very visit, which failed (a replay walks past it)
+        if finished_visits != (visit or 0):
             raise CorruptDataError(
-                f"run {self.run_id!r}: the log holds {completed_visits} completed visit(s) of "
+                f"run {self.run_id!r}: the log holds {finished_visits} finished visit(s) of "
                 f"step {step_id!r} at {path!r}'s scope, but the workflow is at visit "
                 f"{visit or 0}; the log does not belong to this workflow"
             )

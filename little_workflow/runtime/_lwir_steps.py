@@ -1,4 +1,9 @@
-"""Helpers of the LWIR walk: routes, map keys, failures and ``onError``, a tool step's records."""
+"""Helpers of the LWIR walk: routes, map keys, failures and ``onError``, a tool step's records.
+
+A tool step (``kind: tool``, and the code-first ``ctx.tool``) is one mechanism for both
+front ends: ``registered_tool`` finds the tool, ``call_tool`` runs its attempts and commits
+its records (``ToolCallRecords``) with its ``StepCompleted``.
+"""
 
 from __future__ import annotations
 
@@ -7,25 +12,38 @@ from typing import TYPE_CHECKING, Any
 
 from little_workflow._failures import error_message, error_names
 from little_workflow.codec import JsonValue
-from little_workflow.errors import ConfigError, FunctionNotAllowedError, InvalidStepPathError
+from little_workflow.errors import (
+    ConfigError,
+    FunctionNotAllowedError,
+    InvalidStepPathError,
+    RunFailedError,
+)
 from little_workflow.events import (
     Event,
     HarnessToolCallFailed,
     HarnessToolCallStarted,
     HarnessToolCallSucceeded,
+    StepAttemptStarted,
     StepFailed,
 )
 from little_workflow.lwir import DecisionStep, MapStep, StepBase, StepPath, branch_key
-from little_workflow.runtime._core import Arguments, DurableRun, StepFailure
+from little_workflow.runtime._core import Arguments, DurableRun, StepFailure, StepUnit
+from little_workflow.runtime._host import SubRunner
+from little_workflow.runtime._workflows import WorkflowVersion
 
 if TYPE_CHECKING:
+    from little_workflow.harness._harness import Toolset
     from little_workflow.harness._redaction import Redaction
+    from little_workflow.harness._tools import Tool
 
 __all__ = [
     "ToolCallRecords",
     "branch_keys",
+    "call_tool",
     "chosen_route",
     "config_failure",
+    "registered_tool",
+    "run_sub_workflow",
     "scope_entry",
 ]
 
@@ -149,6 +167,72 @@ class ToolCallRecords:
         return event, stored
 
 
+def registered_tool(toolset: Toolset, name: str, *, path: str, step_id: str) -> Tool[..., Any]:
+    """The registered tool ``name``; a step failure (``runtime_config_error``) if there is none."""
+    if name not in toolset.registry:
+        raise StepFailure(
+            "runtime_config_error",
+            f"step {path!r} calls tool {name!r}, which is not registered",
+            path=path,
+            step_id=step_id,
+        )
+    return toolset.get(name)
+
+
+async def call_tool(
+    run: DurableRun, unit: StepUnit, tool: Tool[..., Any], arguments: dict[str, JsonValue]
+) -> JsonValue:
+    """A tool step's attempts under ``unit`` (its retry policy, outbox and fixer), each with
+    its ``harness.tool_call.*`` records; commit the result with ``StepCompleted``.
+
+    Returns the tool's result as it came; the log holds it redacted as the tool asks, and
+    that is what a replay reads (``ToolCallRecords``).
+    """
+    records = ToolCallRecords(unit.site.text, tool.name, tool.redaction)
+
+    def call(attempt: int, current: Arguments) -> Awaitable[Any]:
+        return tool.invoke(current or {}, ctx=run.context(unit, attempt))
+
+    result, attempt = await run.attempts(
+        unit, call, arguments=arguments, started=records.started, failed=records.failed
+    )
+    succeeded, stored = records.succeeded(attempt, result)
+    await run.append([succeeded, run.completed(unit, stored)], sync=True)
+    return result
+
+
+async def run_sub_workflow(
+    run: DurableRun,
+    sub_runner: SubRunner,
+    unit: StepUnit,
+    child: WorkflowVersion,
+    arguments: JsonValue,
+) -> JsonValue:
+    """A ``workflow`` step's sub-run of ``child`` with ``arguments``: its id committed
+    before it starts (the recorded one on a resume), its output committed with the step's
+    ``StepCompleted``; ``sub_run_failed`` if it failed."""
+    path = unit.site.text
+    sub_run_id = await run.start_sub_run(unit, child.name, child.definition_hash)
+    try:
+        output = await sub_runner.run_child(
+            child,
+            arguments,
+            run_id=sub_run_id,
+            parent_run_id=run.run_id,
+            parent_step_path=path,
+            retry_failed=run.retrying,
+        )
+    except RunFailedError as exc:
+        raise StepFailure(
+            "sub_run_failed",
+            f"sub-run {sub_run_id!r} of step {path!r} failed ({exc.cause_code}): {exc}",
+            path=path,
+            step_id=unit.step_id,
+        ) from exc
+    await run.append([run.completed(unit, output)], sync=True)
+    return output
+
+
 async def scope_entry(
     run: DurableRun,
     run_step: Callable[
@@ -164,7 +248,9 @@ async def scope_entry(
     A step with ``onError`` that fails for good gets ``StepFailed`` committed once
     (never in a replay: a walk that finds it in the log raises it again without running
     the step) and ``error`` in its entry: ``{code, message, path}``, what the target reads
-    as ``${steps.<id>.error}``; on success its ``error`` is null.
+    as ``${steps.<id>.error}``; on success its ``error`` is null. On a step that loops
+    (``maxVisits`` above 1) each visit is its own path: a failed visit counts as a visit
+    (``RunState.visits``), and the entry holds the latest visit's outcome.
     """
     target: str | None = getattr(step, "on_error", None)
     if target is None:
@@ -182,17 +268,24 @@ async def scope_entry(
         if failure.path != path:
             raise
         if record is None or record.status != "failed":
-            await run.append(
-                [
-                    StepFailed(
-                        step_path=path,
-                        step_id=step.id,
-                        cause_code=failure.cause,
-                        message=failure.message,
+            events: list[Event] = []
+            if path not in run.state.steps:
+                # It failed before an attempt (a ``with`` that does not render): the
+                # visit still happened, and its failure needs a step to belong to.
+                events.append(
+                    StepAttemptStarted(
+                        step_path=path, step_id=step.id, kind=step.kind, visit=at.visit
                     )
-                ],
-                sync=True,
+                )
+            events.append(
+                StepFailed(
+                    step_path=path,
+                    step_id=step.id,
+                    cause_code=failure.cause,
+                    message=failure.message,
+                )
             )
+            await run.append(events, sync=True)
         error: JsonValue = {"code": failure.cause, "message": failure.message, "path": path}
         scope["steps"][step.id] = {"output": None, "route": None, "error": error}
         return None, None, target

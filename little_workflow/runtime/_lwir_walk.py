@@ -28,7 +28,6 @@ from little_workflow.durable._side_effects import declared_side_effect
 from little_workflow.errors import (
     ConfigError,
     LwirError,
-    RunFailedError,
     TemplateError,
 )
 from little_workflow.events import (
@@ -74,10 +73,12 @@ from little_workflow.runtime._core import (
 from little_workflow.runtime._functions import invoke
 from little_workflow.runtime._host import RunHost, SubRunner
 from little_workflow.runtime._lwir_steps import (
-    ToolCallRecords,
     branch_keys,
+    call_tool,
     chosen_route,
     config_failure,
+    registered_tool,
+    run_sub_workflow,
     scope_entry,
 )
 from little_workflow.runtime._state import RunState
@@ -409,31 +410,11 @@ class LwirWalk:
 
     async def _tool(self, step: ToolStep, site: Site, scope: Scope) -> JsonValue:
         path = site.text
-        if step.tool not in self.host.toolset.registry:
-            raise StepFailure(
-                "runtime_config_error",
-                f"step {path!r} calls tool {step.tool!r}, which is not registered",
-                path=path,
-                step_id=step.id,
-            )
-        tool = self.host.toolset.get(step.tool)
+        tool = registered_tool(self.host.toolset, step.tool, path=path, step_id=step.id)
         arguments = self._render(dict(step.with_), scope, step, path, "with")
         assert isinstance(arguments, dict)
-
-        outbox = self._outbox(step, site, scope, tool)
-        run = self.run
-        unit = self._unit(step, site, outbox)
-        records = ToolCallRecords(path, step.tool, tool.redaction)
-
-        def call(attempt: int, current: Arguments) -> Awaitable[Any]:
-            return tool.invoke(current or {}, ctx=run.context(unit, attempt))
-
-        result, attempt = await run.attempts(
-            unit, call, arguments=arguments, started=records.started, failed=records.failed
-        )
-        succeeded, stored = records.succeeded(attempt, result)
-        await run.append([succeeded, run.completed(unit, stored)], sync=True)
-        return result
+        unit = self._unit(step, site, self._outbox(step, site, scope, tool))
+        return await call_tool(self.run, unit, tool, arguments)
 
     async def _map(self, step: MapStep, site: Site, scope: Scope) -> JsonValue:
         path = site.text
@@ -577,23 +558,6 @@ class LwirWalk:
                 except ConfigError as exc:
                     raise config_failure(exc, path=path, step_id=step.id) from exc
         arguments = self._render(dict(step.with_), scope, step, path, "with")
-        unit = self._unit(step, site)
-        sub_run_id = await self.run.start_sub_run(unit, child.name, child.definition_hash)
-        try:
-            output = await self._sub_runs().run_child(
-                child,
-                arguments,
-                run_id=sub_run_id,
-                parent_run_id=self.run_id,
-                parent_step_path=path,
-                retry_failed=self.run.retrying,
-            )
-        except RunFailedError as exc:
-            raise StepFailure(
-                "sub_run_failed",
-                f"sub-run {sub_run_id!r} of step {path!r} failed ({exc.cause_code}): {exc}",
-                path=path,
-                step_id=step.id,
-            ) from exc
-        await self.run.append([self.run.completed(unit, output)], sync=True)
-        return output
+        return await run_sub_workflow(
+            self.run, self._sub_runs(), self._unit(step, site), child, arguments
+        )

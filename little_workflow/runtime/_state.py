@@ -153,7 +153,7 @@ class RunState:
     last_seq: int = 0
     #: How many times a process picked the run up again (``RunResumed``).
     resumes: int = 0
-    #: Completed visits by (branch prefix, step id); see ``visits``.
+    #: Visits that completed or failed for good, by (branch prefix, step id); ``visits``.
     visit_counts: dict[tuple[str, str], int] = field(default_factory=dict)
     #: The latest route of each decision by (branch prefix, step id).
     last_routes: dict[tuple[str, str], str] = field(default_factory=dict)
@@ -174,12 +174,14 @@ class RunState:
         return record if record is not None and record.status == "completed" else None
 
     def visits(self, step_id: str, branch_prefix: str = "") -> int:
-        """Completed visits of ``step_id`` in the branch ``branch_prefix``.
+        """Finished visits of ``step_id`` in the branch ``branch_prefix``: completed, or
+        failed for good (``onError`` may route a failure on; a retry, which runs failed
+        steps again, takes theirs back).
 
-        The seed's rule: count the ``StepCompleted`` events with the same (stepId,
-        branchPath) prefix; the fold keeps the count as it goes. ``branch_prefix`` is
-        the enclosing branch's path plus ``.`` (``review-candidates[cand_1].``), or
-        ``""`` at top level.
+        The seed's rule: count the ``StepCompleted`` (and ``StepFailed``) events with the
+        same (stepId, branchPath) prefix; the fold keeps the count as it goes.
+        ``branch_prefix`` is the enclosing branch's path plus ``.``
+        (``review-candidates[cand_1].``), or ``""`` at top level.
         """
         return self.visit_counts.get((branch_prefix, step_id), 0)
 
@@ -296,6 +298,11 @@ def apply_event(state: RunState, event: Event, seq: int, ts: float) -> RunState:
                 state.last_routes[key] = event.route
         case StepFailed():
             record = _existing(state, event.step_path, event, seq)
+            if record.status != "failed":
+                # A visit that failed for good is a visit: ``onError`` may lead the run
+                # on, and back to this step, whose next visit comes after this one.
+                key = scope_key(record.path, record.step_id, record.visit)
+                state.visit_counts[key] = state.visit_counts.get(key, 0) + 1
             record.status = "failed"
             record.last_error = f"{event.cause_code}: {event.message}"
             record.finished_at = ts
@@ -316,8 +323,11 @@ def apply_event(state: RunState, event: Event, seq: int, ts: float) -> RunState:
                 state.status = RunStatus.RUNNING
                 for record in state.steps.values():
                     if record.status == "failed":
+                        # It runs again: its visit is not finished any more.
                         record.status = "running"
                         record.failures = 0
+                        key = scope_key(record.path, record.step_id, record.visit)
+                        state.visit_counts[key] -= 1
         case HarnessSessionStarted():
             state.sessions[event.session_id] = SessionRecord(
                 session_id=event.session_id,

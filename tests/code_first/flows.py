@@ -118,13 +118,15 @@ async def report(ctx: WorkflowContext, total: int) -> dict[str, Any]:
 
 @workflow
 async def review(ctx: WorkflowContext, query: str) -> dict[str, Any]:
-    """A step, a map, a loop, a gather, an agent with tools, a sub-workflow, a side effect."""
+    """A step, a map, a loop, a gather, a tool, an agent with tools, a sub-workflow, a side
+    effect."""
     candidates = await ctx.step(fetch, query)
     scores = await ctx.map(score, candidates, key=lambda c: str(c["id"]), concurrency=3)
     total = sum(scores)
     for _ in range(3):
         total = await ctx.step(revise, total)
     pair = await asyncio.gather(ctx.step(left, total), ctx.step(right, total))
+    directory = await ctx.tool("lookup", {"name": "Grace"}, name="directory")
     verdict = await ctx.agent(
         "worker", prompt="Score Ada", tools=["lookup", "score"], instructions="Score."
     )
@@ -134,6 +136,7 @@ async def review(ctx: WorkflowContext, query: str) -> dict[str, Any]:
         "scores": scores,
         "total": total,
         "pair": pair,
+        "directory": directory,
         "verdict": verdict,
         "report": written,
         "sent": sent,

@@ -1,5 +1,7 @@
 """``ctx.step`` is typed end to end: ``mypy --strict`` checks a small workflow file.
 
+``ctx.tool`` and ``ctx.plan`` take a JSON object and give JSON (what the log holds).
+
 The arguments of a step call are checked against the step function's parameters and
 the ``await`` gives its return type, for sync and async step functions alike; the
 marked lines must fail.
@@ -47,6 +49,9 @@ SOURCE = textwrap.dedent(
         await ctx.step(fetch, 3)  # ERROR 1: an int for a str
         await ctx.step(score, "a", "b")  # ERROR 2: too many arguments
         wrong: str = await ctx.step(score, "a")  # ERROR 3: a float, not a str
+        await ctx.tool("lookup", {"name": query}, retry=RetryPolicy(attempts=2), name="look")
+        await ctx.tool("lookup", [query])  # ERROR 4: a tool's arguments are an object
+        planned: str = await ctx.plan("a goal", {"n": 1}, slot="planner")  # ERROR 5: JSON
         return first + sum(scores)
     """
 )

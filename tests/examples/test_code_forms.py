@@ -104,7 +104,20 @@ def _loop(root: Path, workflow: str) -> dict[str, Any]:
     output = example.output("--setup", setup, "loop", workflow, "--input", given, *args)
     status = example.output("loop-status", "ol_form", "--json")
     cycles = [_completed(example.events(cycle["runId"])) for cycle in status["cycles"]]
-    return {"output": output, "cycles": cycles, "calls": normalized(example.calls())}
+    kinds = [
+        sorted(
+            (record.event.step_path, record.event.kind)
+            for record in example.events(cycle["runId"])
+            if isinstance(record.event, StepCompleted)
+        )
+        for cycle in status["cycles"]
+    ]
+    return {
+        "output": output,
+        "cycles": cycles,
+        "kinds": kinds,
+        "calls": normalized(example.calls()),
+    }
 
 
 def test_the_outer_loop_gives_the_same_output_and_paths_in_both_forms(tmp_path: Path) -> None:
@@ -113,5 +126,7 @@ def test_the_outer_loop_gives_the_same_output_and_paths_in_both_forms(tmp_path: 
     assert code["output"] == lwir["output"]
     assert code["output"]["cycles"] == 3
     assert code["cycles"] == lwir["cycles"] == [["check", "draft"]] * 3
+    # The checker is a tool step in both forms (``ctx.tool``), the writer an agent.
+    assert code["kinds"] == lwir["kinds"] == [[("check", "tool"), ("draft", "agent")]] * 3
     # The same drafts asked of the model, the same checks, supervise() once per cycle.
     assert code["calls"] == lwir["calls"]

@@ -266,6 +266,18 @@ def test_a_loop_without_a_way_out_is_refused() -> None:
     ]
 
 
+def test_on_error_may_sit_on_a_loop() -> None:
+    # A failed visit counts as a visit (the runtime numbers the next one after it), so a
+    # step that loops may route its failures: a → done, or on failure b → a again.
+    document = doc(
+        execute("a", maxVisits=3, onError="b"),
+        OUTPUT,
+        execute("b", maxVisits=3, next="a", **{"with": {"why": "${steps.a.error}"}}),
+    )
+    workflow = parse_workflow(document)
+    assert [step.visit_limit for step in workflow.steps] == [3, 1, 3]
+
+
 def test_a_loop_inside_a_body() -> None:
     judge = {"id": "j", "kind": "decision", "fn": "p:j", "routes": {"again": "w", "ok": "r"}}
     body = [execute("w"), judge, {"id": "r", "kind": "output", "value": "${steps.w.output}"}]
