@@ -54,6 +54,7 @@ from little_workflow.runtime._agents import (
 )
 from little_workflow.runtime._code_api import StepSpec, WorkflowSpec
 from little_workflow.runtime._code_context import CallScope, WorkflowContext
+from little_workflow.runtime._code_drift import pin
 from little_workflow.runtime._code_sessions import as_given, decide_once, startable
 from little_workflow.runtime._core import (
     DurableRun,
@@ -329,6 +330,7 @@ class CodeRun:
         if done:
             return output
         run = self.run
+        await pin(run, spec.qualified, function)
         outbox = None
         declared = declared_side_effect(function)
         if spec.side_effect or declared is not None:
