@@ -1,10 +1,7 @@
-"""Code drift of code-first runs: the code a run calls, pinned; what a resume finds changed.
+"""Code drift of code-first runs: what a resume finds changed in the code a run pinned.
 
-**Pinning.** A run's ``RunStarted`` records its workflow's qualified name and a hash of
-its source. The first time a run calls a step function, ``code.pinned`` records the
-step's qualified name and a hash of its source (``pin``), write-behind, so it rides
-with the step's own commit; a function's source is hashed once per function object and
-process (``code_hash``), so a step pays a dictionary lookup.
+What is pinned: the workflow's source hash in ``RunStarted``, each step's in
+``code.pinned`` (``_code_pins``).
 
 **Drift.** Before a resume runs anything, ``code_changes`` compares each pinned hash with
 the code at hand: the workflow's, and each pinned step's, found by its qualified name
@@ -28,18 +25,16 @@ branch while another branch reaches its drifted session.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import sys
-import weakref
-from collections.abc import Callable
-from typing import Any, Literal
+from typing import Literal
 
 from little_workflow.codec import JsonValue
 from little_workflow.errors import CodeDriftError
-from little_workflow.events import CodeChange, CodeDrifted, CodePinned
+from little_workflow.events import CodeChange, CodeDrifted
 from little_workflow.harness._manifest import build_manifest, drift_error, manifest_hash
-from little_workflow.runtime._code_api import WorkflowSpec, registered_step, source_hash
+from little_workflow.runtime._code_api import WorkflowSpec, registered_step
+from little_workflow.runtime._code_pins import code_hash
 from little_workflow.runtime._core import DurableRun
 from little_workflow.runtime._host import RunHost
 from little_workflow.runtime._launch import FrontEnd
@@ -50,35 +45,13 @@ __all__ = [
     "RecordingDrift",
     "check_sessions",
     "code_changes",
-    "code_hash",
-    "pin",
     "resume_checks",
 ]
 
 _log = logging.getLogger("little_workflow.code")
-_HASHES: weakref.WeakKeyDictionary[Callable[..., Any], str] = weakref.WeakKeyDictionary()
 _MISSING = "(missing)"
 #: What a resume does when the code changed: go on with it, or refuse.
 CodeDrift = Literal["accept", "refuse"]
-
-
-def code_hash(function: Callable[..., Any]) -> str:
-    """``source_hash(function)``, once per function object (the code this process runs)."""
-    try:
-        return _HASHES[function]
-    except (KeyError, TypeError):
-        pass
-    digest = source_hash(function)
-    # A function that cannot be weakly referenced is hashed again next time.
-    with contextlib.suppress(TypeError):
-        _HASHES[function] = digest
-    return digest
-
-
-async def pin(run: DurableRun, qualified: str, function: Callable[..., Any]) -> None:
-    """Record ``function``'s identity the first time the run calls it (``code.pinned``)."""
-    if qualified not in run.state.code:
-        await run.append([CodePinned(functions={qualified: code_hash(function)})], sync=False)
 
 
 def _current(qualified: str) -> str | None:

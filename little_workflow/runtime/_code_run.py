@@ -54,7 +54,7 @@ from little_workflow.runtime._agents import (
 )
 from little_workflow.runtime._code_api import StepSpec, WorkflowSpec
 from little_workflow.runtime._code_context import CallScope, WorkflowContext
-from little_workflow.runtime._code_drift import pin
+from little_workflow.runtime._code_pins import pin
 from little_workflow.runtime._code_sessions import as_given, decide_once, startable
 from little_workflow.runtime._core import (
     DurableRun,
