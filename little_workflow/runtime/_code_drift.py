@@ -30,10 +30,16 @@ import sys
 from typing import Literal
 
 from little_workflow.codec import JsonValue
-from little_workflow.errors import CodeDriftError
+from little_workflow.errors import CodeDriftError, ConfigError
 from little_workflow.events import CodeChange, CodeDrifted
 from little_workflow.harness._manifest import build_manifest, drift_error, manifest_hash
-from little_workflow.runtime._code_api import WorkflowSpec, registered_step
+from little_workflow.runtime._code_api import (
+    CODE_VERSION_PREFIX,
+    WorkflowSpec,
+    load_workflow_function,
+    registered_step,
+    workflow_spec,
+)
 from little_workflow.runtime._code_pins import code_hash
 from little_workflow.runtime._core import DurableRun
 from little_workflow.runtime._host import RunHost
@@ -176,10 +182,12 @@ async def resume_checks(
     accepted (``CodeDriftError`` if it is refused)."""
     await check_sessions(host, state)
     changes = code_changes(state, spec)
+    if on_code_drift == "refuse":
+        if changes:
+            raise code_drift_error(state.run_id, changes)
+        await _refuse_in_sub_runs(host, state)
     if not changes:
         return None
-    if on_code_drift == "refuse":
-        raise code_drift_error(state.run_id, changes)
     _log.warning(
         "run %r: its code changed since it was pinned; it goes on with the new code as "
         "long as that replays the log (recorded as code.drifted): %s",
@@ -187,6 +195,30 @@ async def resume_checks(
         _listed(changes, "; "),
     )
     return CodeDrifted(changes=changes)
+
+
+async def _refuse_in_sub_runs(host: RunHost, state: RunState, depth: int = 0) -> None:
+    """``CodeDriftError`` for a code-first sub-run this resume would continue whose code
+    changed: refused here, before the parent writes anything, not when it is reached."""
+    if depth >= 32:
+        return
+    for sub_run_id in unfinished_sub_runs(state):
+        records = await host.events.read(sub_run_id)
+        if not records:
+            continue
+        sub_state = fold(sub_run_id, records)
+        version = sub_state.workflow_version_id
+        if sub_state.finished or not version.startswith(CODE_VERSION_PREFIX):
+            continue
+        try:
+            function = load_workflow_function(version[len(CODE_VERSION_PREFIX) :])
+        except ConfigError:
+            continue  # the sub-run's own resume says it cannot be imported
+        spec = workflow_spec(function)
+        changes = [] if spec is None else code_changes(sub_state, spec)
+        if changes:
+            raise code_drift_error(sub_run_id, changes)
+        await _refuse_in_sub_runs(host, sub_state, depth + 1)
 
 
 class RecordingDrift:

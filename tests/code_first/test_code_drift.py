@@ -24,6 +24,7 @@ from tests.runtime.support import cli
 RUN = "run_drift"
 SOURCE = """\
 import os
+import signal
 
 from little_workflow import WorkflowContext, step, workflow
 
@@ -31,6 +32,8 @@ from little_workflow import WorkflowContext, step, workflow
 def _called(name: str) -> None:
     with open(os.environ["DRIFT_CALLS"], "a", encoding="utf-8") as calls:
         calls.write(name + "\\n")
+    if os.environ.get("DRIFT_KILL") == name:
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 @step
@@ -56,6 +59,11 @@ async def flow(ctx: WorkflowContext, x: int) -> int:
     a = await ctx.step(first, x)
     b = await ctx.step(second, a)
     return await ctx.step(third, b)
+
+
+@workflow
+async def parent(ctx: WorkflowContext, x: int) -> int:
+    return await ctx.workflow(flow, {"x": x})
 """
 #: ``first`` as edited after the kill: another source, the same result.
 EDITED = SOURCE.replace("    return x + 1\n", "    # Reviewed: still adds one.\n    return x + 1\n")
@@ -79,8 +87,8 @@ class Project:
             "DRIFT_CALLS": str(self.calls),
         }
 
-    def cli(self, *args: str, crash: int | None = None) -> Any:
-        return cli(self.data, *args, env=self.env, crash=crash)
+    def cli(self, *args: str, crash: int | None = None, kill: str = "") -> Any:
+        return cli(self.data, *args, env={**self.env, "DRIFT_KILL": kill}, crash=crash)
 
     def called(self) -> list[str]:
         return self.calls.read_text().splitlines() if self.calls.exists() else []
@@ -219,6 +227,39 @@ def test_a_strict_resume_refuses_changed_code_and_writes_nothing(tmp_path: Path)
     resumed = project.cli("resume", RUN)
     assert resumed.returncode == 0, resumed.stderr
     assert project.called() == ["first", "second", "third"]
+
+
+def test_a_strict_resume_refuses_a_sub_run_whose_code_changed_before_writing(
+    tmp_path: Path,
+) -> None:
+    project = Project(tmp_path, "drift_in_a_sub_run")
+    start = ("run", f"{project.module}:parent", "--input", '{"x": 1}', "--run-id", RUN)
+    killed = project.cli(*start, kill="third")  # SIGKILL inside the sub-run's third step
+    assert killed.returncode == -9, killed.stderr
+    assert project.called() == ["first", "second", "third"]
+
+    async def logs() -> dict[str, int]:
+        async with Runtime(project.data) as rt:
+            runs = [info.run_id for info in await rt.events.list_runs(limit=100)]
+            return {run_id: len(await rt.events.read(run_id)) for run_id in runs}
+
+    before = asyncio.run(logs())
+    assert len(before) == 2
+    [child] = [run_id for run_id in before if run_id != RUN]
+    project.file.write_text(EDITED, encoding="utf-8")
+
+    refused = project.cli("resume", RUN, "--on-code-drift", "refuse")
+    assert refused.returncode == 3, refused.stderr
+    lines = refused.stderr.splitlines()
+    assert lines[0] == f"CodeDriftError: Run '{child}' was started with different code."
+    assert lines[3].startswith(f'- step {project.module}:first: "py-')
+    assert asyncio.run(logs()) == before
+    assert project.called() == ["first", "second", "third"]
+
+    resumed = project.cli("resume", RUN)
+    assert resumed.returncode == 0, resumed.stderr
+    assert json.loads(resumed.stdout) == 104
+    assert project.called() == ["first", "second", "third", "third"]
 
 
 def test_an_unchanged_resume_records_no_drift(tmp_path: Path) -> None:
