@@ -3,7 +3,7 @@
 A code-first run records, in its ``RunStarted``: the workflow's name, its qualified name
 as the ``workflowVersionId`` (``code:pkg.module:review``), and a hash of the body's
 source as the ``definitionHash``; each step function is pinned the first time the run
-calls it (``_code_drift``). The code is the developer's: a resume with changed code is
+calls it (``_code_pins``). The code is the developer's: a resume with changed code is
 accepted as long as it replays the log cleanly (``NonDeterminismError`` otherwise,
 ``_code_run``), and the change is recorded (``code.drifted``), or refused with
 ``CodeDriftError`` under ``on_code_drift="refuse"``. A resume, a retry or a worker finds
