@@ -47,6 +47,7 @@ errors (``sqlite3``, ``psycopg``, ``OSError``) are translated at the boundary wi
     │   └── UnknownEventTypeError            unknown_event_type
     ├── ModelProviderError                   model_provider_error (status, retryable)
     ├── CapabilityDriftError                 capability_drift (resume refused: config changed)
+    ├── CodeDriftError                       code_drift (resume refused: code changed, strict)
     ├── ToolCallError                        tool_call_failed (a tool raised; told to the model)
     ├── RecordedFailure                      recorded_failure (a recorded failure, replayed)
     ├── PlannerError                         planner_gave_up (no valid workflow in its turns)
@@ -80,6 +81,7 @@ __all__ = [
     "AwaitingAnswerError",
     "BlobNotFoundError",
     "CapabilityDriftError",
+    "CodeDriftError",
     "ConfigError",
     "ConflictError",
     "CorruptDataError",
@@ -568,6 +570,23 @@ class CapabilityDriftError(LittleWorkflowError):
         self.scope = scope
         self.changes = changes
         self.fork_at = fork_at
+
+
+class CodeDriftError(LittleWorkflowError):
+    """A code-first run's code changed since it was pinned, and the resume was told to
+    refuse that (``Runtime(on_code_drift="refuse")``, ``--on-code-drift refuse``).
+
+    Raised on resume before anything runs or is written. ``changes`` lists each changed
+    function as ``(name, old hash, new hash)``, the workflow's first; the message says
+    how to get out.
+    """
+
+    code = "code_drift"
+
+    def __init__(self, message: str, *, run_id: str, changes: list[tuple[str, str, str]]) -> None:
+        super().__init__(message)
+        self.run_id = run_id
+        self.changes = changes
 
 
 class ToolCallError(LittleWorkflowError):

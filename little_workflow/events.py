@@ -31,6 +31,9 @@ from little_workflow.errors import CorruptDataError, UnknownEventTypeError
 
 __all__ = [
     "EVENT_TYPES",
+    "CodeChange",
+    "CodeDrifted",
+    "CodePinned",
     "Event",
     "ForkOrigin",
     "HarnessExecuteStepSucceeded",
@@ -369,6 +372,47 @@ class OuterLoopCycleCompleted(Event):
     result: OuterLoopCycleResult
 
 
+# --- code-first: the code a run calls ------------------------------------------------
+
+
+@_event
+class CodePinned(Event):
+    """Step functions a code-first run calls for the first time: each one's qualified
+    name (``pkg.module:fetch``) and a hash of its source, so a resume can tell which
+    code changed (the workflow's own is ``RunStarted.definitionHash``)."""
+
+    TYPE = "code.pinned"
+
+    functions: dict[str, str]
+
+
+class CodeChange(BaseModel):
+    """One function whose source changed: ``kind`` ``workflow`` or ``step``."""
+
+    model_config = ConfigDict(
+        frozen=True,
+        extra="forbid",
+        alias_generator=to_camel,
+        populate_by_name=True,
+        defer_build=True,  # see ``Event``
+    )
+
+    kind: Literal["workflow", "step"]
+    name: str
+    old: str
+    new: str
+
+
+@_event
+class CodeDrifted(Event):
+    """A resume of a code-first run found pinned code changed and went on with it; the
+    new hashes are what the run pins from here on."""
+
+    TYPE = "code.drifted"
+
+    changes: list[CodeChange]
+
+
 # --- Layer C: harness sessions -------------------------------------------------------
 
 
@@ -383,6 +427,18 @@ class HarnessSessionStarted(Event):
     step_path: str | None = None
     manifest: dict[str, JsonValue]
     manifest_hash: str
+    #: The model slot's name (the manifest holds its model id): a resume compares an
+    #: unfinished session with the slot as configured now before anything runs, where
+    #: no workflow document says which slot the session used (code-first).
+    slot: str | None = None
+
+    @pydantic.model_serializer(mode="wrap")
+    def _omit_no_slot(self, handler: pydantic.SerializerFunctionWrapHandler) -> Any:
+        # Stored as before the field existed when there is none (see ``RunStarted``).
+        data = handler(self)
+        if isinstance(data, dict) and data.get("slot", 0) is None:
+            del data["slot"]
+        return data
 
 
 @_event

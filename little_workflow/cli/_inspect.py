@@ -11,7 +11,7 @@ import datetime
 import json
 import shlex
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -293,6 +293,7 @@ def show(options: Options, *, run_id: str, as_json: bool) -> None:
                 "stepsDone": summary.steps_done,
                 "steps": [row.to_json() for row in view.steps],
                 "subRuns": [sub.to_json() for sub in view.sub_runs],
+                "code": view.run.get("code"),
             }
         )
         return
@@ -332,6 +333,10 @@ def show(options: Options, *, run_id: str, as_json: bool) -> None:
             f"{resume_command(options, run_id)}",
             markup=False,
         )
+    code = view.run.get("code")
+    if code is not None:
+        for line in _code_lines(code):
+            console.print(line, markup=False)
     # Sub-runs an agent started (an orchestrator's start_workflow) hang off no step path.
     by_step = {row.sub_run_id for row in view.steps if row.sub_run_id}
     started = [sub for sub in view.sub_runs if sub.run_id not in by_step]
@@ -340,3 +345,17 @@ def show(options: Options, *, run_id: str, as_json: bool) -> None:
         for sub in started:
             status = sub.reported_status or "-"
             console.print(f"  {sub.run_id}  {sub.workflow or '-'}  {status}", markup=False)
+
+
+def _code_lines(code: dict[str, Any]) -> list[str]:
+    """What ``show`` says about a code-first run's code: what it started with, and drift."""
+    workflow = code["workflow"]
+    lines = ["code (as the run started):", f"  workflow {workflow['name']}  {workflow['hash']}"]
+    lines += [f"  step {step['name']}  {step['hash']}" for step in code["steps"]]
+    for drift in code["drift"]:
+        lines.append(f"code drift accepted on resume (seq {drift['seq']}):")
+        lines += [
+            f'  - {change["kind"]} {change["name"]}: "{change["old"]}" → "{change["new"]}"'
+            for change in drift["changes"]
+        ]
+    return lines

@@ -236,6 +236,8 @@ class Options:
     import_functions: bool = True
     #: Threads for sync user code (``None``: the runtime's default; ``worker --threads``).
     sync_threads: int | None = None
+    #: What resuming a code-first run whose code changed does (``--on-code-drift``).
+    on_code_drift: str = "accept"
 
 
 def _fail(message: str, code: int) -> NoReturn:
@@ -247,6 +249,7 @@ def describe_error(exc: BaseException) -> tuple[str, int]:
     """The one line a user sees for ``exc``, and the exit code (see the module docstring)."""
     from little_workflow.errors import (
         CapabilityDriftError,
+        CodeDriftError,
         LeaseLostError,
         LittleWorkflowError,
         LockTimeoutError,
@@ -272,6 +275,8 @@ def describe_error(exc: BaseException) -> tuple[str, int]:
         # The seed's own form: the error's name, then its message, which already says
         # what changed and the two ways out.
         return f"CapabilityDriftError: {exc.message}", EXIT_INVALID
+    if isinstance(exc, CodeDriftError):
+        return f"CodeDriftError: {exc.message}", EXIT_INVALID
     if isinstance(exc, LittleWorkflowError):
         code = next((code for kind, code in exit_codes if isinstance(exc, kind)), EXIT_INVALID)
         return f"error: {exc.code}: {exc.message}", code
@@ -341,6 +346,18 @@ def _stdout_to_stderr() -> Iterator[None]:
         if saved is not None:
             os.dup2(saved, 1)
             os.close(saved)
+
+
+def on_code_drift_option(function: Any) -> Any:
+    """``--on-code-drift accept|refuse``: what resuming a changed code-first run does."""
+    return click.option(
+        "--on-code-drift",
+        type=click.Choice(["accept", "refuse"]),
+        default="accept",
+        show_default=True,
+        help="When a code-first run's code changed since it was pinned: go on with the "
+        "new code (recorded as code.drifted), or refuse (CodeDriftError, nothing written).",
+    )(function)
 
 
 def print_json(value: Any) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -10,7 +11,14 @@ from typing import Any
 
 import click
 
-from little_workflow.cli._main import Options, execute, input_option, print_json, read_input
+from little_workflow.cli._main import (
+    Options,
+    execute,
+    input_option,
+    on_code_drift_option,
+    print_json,
+    read_input,
+)
 from little_workflow.cli._workflow_arg import workflow_argument
 
 
@@ -22,6 +30,8 @@ def _runtime(options: Options) -> Any:
         extra["max_payload_bytes"] = options.max_payload_bytes
     if options.sync_threads is not None:
         extra["sync_threads"] = options.sync_threads
+    if options.on_code_drift != "accept":
+        extra["on_code_drift"] = options.on_code_drift
     return Runtime(
         options.data_dir,
         store=options.store,
@@ -93,9 +103,11 @@ def run(
 @click.command()
 @click.argument("run_id")
 @progress_option
+@on_code_drift_option
 @click.pass_obj
-def resume(options: Options, *, run_id: str, progress: bool | None) -> None:
+def resume(options: Options, *, run_id: str, progress: bool | None, on_code_drift: str) -> None:
     """Continue RUN_ID from the end of its log and print its output as JSON."""
+    options = dataclasses.replace(options, on_code_drift=on_code_drift)
 
     async def work() -> Any:
         async with _runtime(options) as runtime, _progress(runtime, run_id, progress):

@@ -21,6 +21,7 @@ from little_workflow.cli._main import (
     Options,
     execute,
     input_option,
+    on_code_drift_option,
     print_json,
     read_input,
 )
@@ -129,10 +130,12 @@ def submit(
     help="Stop after this many runs ended here [default: run until SIGTERM/SIGINT].",
 )
 @store_option
+@on_code_drift_option
 @click.pass_obj
 def worker(
     options: Options,
     *,
+    on_code_drift: str,
     concurrency: int,
     lease_seconds: float,
     poll_interval: float,
@@ -177,6 +180,7 @@ def worker(
     options = _with_store(options, store_url)
     if threads is not None:
         options = dataclasses.replace(options, sync_threads=threads)
+    options = dataclasses.replace(options, on_code_drift=on_code_drift)
 
     async def work() -> WorkerReport:
         loop = asyncio.get_running_loop()

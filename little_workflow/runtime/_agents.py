@@ -33,7 +33,7 @@ from little_workflow.lwir import AgentStep, DecisionStep, FixerPolicy, StepBase
 from little_workflow.runtime._core import Arguments, DurableRun, Site, StepUnit
 from little_workflow.runtime._host import RunHost, SubRunner
 from little_workflow.runtime._model_limits import limited_slots
-from little_workflow.runtime._sessions import SessionRecorder, session_manifest
+from little_workflow.runtime._sessions import SessionRecorder, session_manifest, session_slot
 from little_workflow.runtime._state import RunState
 from little_workflow.runtime._workflows import WorkflowVersion
 
@@ -166,6 +166,7 @@ async def run_session(
             step_path=execution_path(session_id),
             manifest=manifest,
             manifest_hash=digest,
+            slot=_slot_name(step, role),
         )
         await execution.append([started], sync=False)
     harness = AgentHarness(
@@ -183,6 +184,11 @@ async def run_session(
     ctx.memory = runtime.memory.bound(execution.run_id, session_id)
     recorder = SessionRecorder(execution.writer, execution.state, session_id)
     return await harness.execute(ctx, prompt, recorder=recorder)
+
+
+def _slot_name(step: StepBase, role: str) -> str | None:
+    uses = session_slot(step, role)
+    return None if uses is None else uses[0]
 
 
 def execution_path(session_id: str) -> str:

@@ -33,6 +33,7 @@ __all__ = [
     "checked_name",
     "load_workflow_function",
     "qualified_name",
+    "registered_step",
     "source_hash",
     "step",
     "step_spec",
@@ -50,6 +51,9 @@ _WORKFLOW_ATTRIBUTE = "__little_workflow_workflow__"
 _NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
 _DEFAULT_RETRY = RetryPolicy()
 _REGISTRY: dict[str, Callable[..., Any]] = {}
+#: ``@step`` functions decorated in this process, by qualified name: a resume compares
+#: the code a run pinned with them (``_code_drift``).
+_STEPS: dict[str, Callable[..., Any]] = {}
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,9 +162,15 @@ def step(
             max_visits=max_visits,
         )
         setattr(target, _STEP_ATTRIBUTE, spec)
+        _STEPS[spec.qualified] = target
         return target
 
     return mark if function is None else mark(function)
+
+
+def registered_step(qualified: str) -> Callable[..., Any] | None:
+    """The ``@step`` function decorated last under ``qualified`` in this process, if any."""
+    return _STEPS.get(qualified)
 
 
 def step_spec(function: Callable[..., Any]) -> StepSpec:

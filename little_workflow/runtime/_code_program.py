@@ -2,17 +2,18 @@
 
 A code-first run records, in its ``RunStarted``: the workflow's name, its qualified name
 as the ``workflowVersionId`` (``code:pkg.module:review``), and a hash of the body's
-source as the ``definitionHash`` (what ``show`` tells about the code a run started
-with). Nothing else is pinned: the code is the developer's, and a resume with changed
-code is accepted as long as it replays the log cleanly (``NonDeterminismError``
-otherwise, ``_code_run``). A resume, a retry or a worker finds the function again by
-its qualified name (``load_workflow_function``); one that cannot be imported is a typed
-``ConfigError`` (``workflow_not_importable``) before anything is written.
+source as the ``definitionHash``; each step function is pinned the first time the run
+calls it (``_code_pins``). The code is the developer's: a resume with changed code is
+accepted as long as it replays the log cleanly (``NonDeterminismError`` otherwise,
+``_code_run``), and the change is recorded (``code.drifted``), or refused with
+``CodeDriftError`` under ``on_code_drift="refuse"``. A resume, a retry or a worker finds
+the function again by its qualified name (``load_workflow_function``); one that cannot
+be imported is a typed ``ConfigError`` (``workflow_not_importable``) before anything is
+written.
 """
 
 from __future__ import annotations
 
-import logging
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -20,7 +21,7 @@ from typing import Any, Protocol
 
 from little_workflow.codec import JsonValue, dumps, sha256_digest
 from little_workflow.errors import ConfigError
-from little_workflow.events import RunStarted
+from little_workflow.events import CodeDrifted, RunStarted
 from little_workflow.ids import new_id, validate_id
 from little_workflow.lwir import Workflow
 from little_workflow.lwir._models import TRUSTED_GRAPH
@@ -31,11 +32,12 @@ from little_workflow.runtime._code_api import (
     load_workflow_function,
     workflow_spec,
 )
+from little_workflow.runtime._code_drift import CodeDrift, RecordingDrift, resume_checks
 from little_workflow.runtime._code_run import CodeRun, bind_input
 from little_workflow.runtime._core import DurableRun
 from little_workflow.runtime._host import RunHost, StoreHost, SubRunner
 from little_workflow.runtime._input_types import check_code_input
-from little_workflow.runtime._launch import Launcher, RunResult
+from little_workflow.runtime._launch import FrontEnd, Launcher, RunResult
 from little_workflow.runtime._queues import check_queue
 from little_workflow.runtime._run_lock import locked
 from little_workflow.runtime._state import RunState, read_state
@@ -52,12 +54,16 @@ __all__ = [
     "submit_code",
 ]
 
-_log = logging.getLogger("little_workflow.code")
 _REFERENCE_RE = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*")
 
 
 class CodeHost(RunHost, StoreHost, SubRunner, Protocol):
     """What running code-first workflows uses: a run's resources and the launcher."""
+
+    @property
+    def on_code_drift(self) -> CodeDrift:
+        """What a resume does when the code a run pinned changed: accept or refuse."""
+        ...
 
     @property
     def queue(self) -> RunQueue:
@@ -109,6 +115,8 @@ class CodeProgram:
         self.host = host
         self.function = function
         self.spec: WorkflowSpec = spec
+        #: An accepted code drift the next pass records first (``check_resume``).
+        self._drifted: CodeDrifted | None = None
 
     def run_started(
         self,
@@ -145,21 +153,19 @@ class CodeProgram:
         )
 
     async def check_resume(self, state: RunState) -> None:
-        """Say (log ``little_workflow.code``, warning) when the body's source changed since
-        the run started; the replay itself checks that the log still fits it."""
-        started = state.definition_hash
-        if started and self.spec.source_hash and started != self.spec.source_hash:
-            _log.warning(
-                "run %s: the source of workflow %s changed since the run started (%s, now "
-                "%s); it goes on with the new code as long as it replays the log",
-                state.run_id,
-                self.spec.qualified,
-                started,
-                self.spec.source_hash,
-            )
+        """Before anything runs: every unfinished agent session must find the
+        configuration it started with (``CapabilityDriftError``), and changed code is
+        accepted (recorded by the next pass) or refused (``CodeDriftError``); the replay
+        itself checks that the log still fits the code."""
+        self._drifted = await resume_checks(self.host, state, self.spec, self.host.on_code_drift)
 
-    def front_end(self, state: RunState, *, retrying: bool) -> CodeRun:
-        """A pass of the body over ``state``."""
+    def front_end(self, state: RunState, *, retrying: bool) -> FrontEnd:
+        """A pass of the body over ``state`` (recording an accepted drift first)."""
+        front = self._code_run(state, retrying=retrying)
+        drifted, self._drifted = self._drifted, None
+        return front if drifted is None else RecordingDrift(front, drifted)
+
+    def _code_run(self, state: RunState, *, retrying: bool) -> CodeRun:
         # Pinned: a hit is checked by ``CodeRun.site`` against the call's identity,
         # before the memo is asked.
         run = DurableRun(self.host, state, pinned=True, retrying=retrying)

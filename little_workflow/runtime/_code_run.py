@@ -61,6 +61,7 @@ from little_workflow.runtime._agents import (
 from little_workflow.runtime._code_api import StepSpec, WorkflowSpec
 from little_workflow.runtime._code_context import CallScope, WorkflowContext
 from little_workflow.runtime._code_input import bind_input
+from little_workflow.runtime._code_pins import pin
 from little_workflow.runtime._code_places import all_branches, call_position, scope_of
 from little_workflow.runtime._code_sessions import (
     as_given,
@@ -325,6 +326,7 @@ class CodeRun:
         if done:
             return output
         run = self.run
+        await pin(run, spec.qualified, function)
         outbox = None
         declared = declared_side_effect(function)
         if spec.side_effect or declared is not None:

@@ -15,7 +15,7 @@ import copy
 import os
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any, Literal, Self
 
 from little_workflow.artifacts import ArtifactStore
 from little_workflow.errors import ConfigError
@@ -68,6 +68,7 @@ class RunResources:
         max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
         inline_payload_bytes: int = DEFAULT_INLINE_BYTES,
         sync_threads: int = DEFAULT_SYNC_THREADS,
+        on_code_drift: Literal["accept", "refuse"] = "accept",
     ) -> None:
         if max_payload_bytes < 1 or inline_payload_bytes < 0:
             raise ConfigError(
@@ -75,6 +76,10 @@ class RunResources:
             )
         if isinstance(sync_threads, bool) or not isinstance(sync_threads, int) or sync_threads < 1:
             raise ConfigError(f"sync_threads must be a positive integer, not {sync_threads!r}")
+        if on_code_drift not in ("accept", "refuse"):
+            raise ConfigError(f"on_code_drift must be 'accept' or 'refuse', not {on_code_drift!r}")
+        #: What resuming a code-first run whose code changed does (docs/code-first.md).
+        self.on_code_drift: Literal["accept", "refuse"] = on_code_drift
         #: Where sync user code runs while this runtime drives a run.
         self.sync_threads = SyncThreads(sync_threads)
         self.max_payload_bytes = max_payload_bytes

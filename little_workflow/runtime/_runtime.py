@@ -110,6 +110,11 @@ class Runtime(RunResources):
     ``PayloadTooLargeError`` at its step and leaves the run resumable (see
     ``storage.PayloadLog`` and docs/blobs.md).
 
+    ``on_code_drift`` says what resuming a code-first run whose code changed since it
+    was pinned does: ``"accept"`` (go on with the new code as long as it replays the
+    log, recording ``code.drifted``) or ``"refuse"`` (``CodeDriftError``, nothing
+    written); docs/code-first.md, "Versioning".
+
     Sync user code (step, decision and tool functions, ``supervise`` and ``reconcile``
     hooks) runs in a pool of at most ``sync_threads`` threads, so that it never blocks
     the event loop; async code runs on the loop (docs/runtime.md, "Sync code runs in

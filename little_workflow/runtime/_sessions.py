@@ -52,7 +52,7 @@ if TYPE_CHECKING:
     from little_workflow.runtime._workflows import WorkflowVersion
     from little_workflow.runtime._writer import RunWriter
 
-__all__ = ["SessionRecorder", "session_manifest", "step_at"]
+__all__ = ["SessionRecorder", "session_manifest", "session_slot", "step_at"]
 
 
 def _count_made(unit: Unit) -> None:
@@ -198,16 +198,12 @@ def session_manifest(
     as ``(missing)``: a drift to report, not a crash.
     """
     workflows: dict[str, str] = {}
-    if isinstance(step, AgentStep) and role == step.role:
-        slot_name, tools = step.slot, step.tools
-        if role == "orchestrator":
-            workflows = runtime.available_workflows(version, step)
-    elif isinstance(step, DecisionStep) and step.agent is not None and role == "decider":
-        slot_name, tools = step.agent.slot, step.agent.tools
-    elif role == "fixer" and getattr(step, "fixer", None) is not None:
-        slot_name, tools = step.fixer.slot, ()  # type: ignore[attr-defined]
-    else:
+    uses = session_slot(step, role)
+    if uses is None:
         return None
+    slot_name, tools = uses
+    if isinstance(step, AgentStep) and role == "orchestrator":
+        workflows = runtime.available_workflows(version, step)
     slot = runtime.model_slots.get(slot_name)
     registry = runtime.toolset.registry
     return build_manifest(
@@ -219,6 +215,18 @@ def session_manifest(
         },
         available_workflows=list(workflows.items()),
     )
+
+
+def session_slot(step: StepBase, role: str) -> tuple[str, tuple[str, ...]] | None:
+    """The model slot and tools of ``step``'s ``role`` session; ``None`` if it has none."""
+    if isinstance(step, AgentStep) and role == step.role:
+        return step.slot, step.tools
+    if isinstance(step, DecisionStep) and step.agent is not None and role == "decider":
+        return step.agent.slot, step.agent.tools
+    fixer = getattr(step, "fixer", None)
+    if role == "fixer" and fixer is not None:
+        return fixer.slot, ()
+    return None
 
 
 def step_at(workflow: Workflow, path: str) -> StepBase | None:

@@ -14,6 +14,9 @@ from typing import TYPE_CHECKING, Literal
 from little_workflow.codec import JsonValue
 from little_workflow.errors import ConfigError, CorruptDataError
 from little_workflow.events import (
+    CodeChange,
+    CodeDrifted,
+    CodePinned,
     Event,
     ForkOrigin,
     HarnessExecuteStepSucceeded,
@@ -120,6 +123,8 @@ class SessionRecord:
     step_path: str | None = None
     manifest: dict[str, JsonValue] = field(default_factory=dict)
     manifest_hash: str | None = None
+    #: The model slot's name, where the log records it (``HarnessSessionStarted.slot``).
+    slot: str | None = None
     #: Calls by call id, in the order they started.
     calls: dict[str, CallRecord] = field(default_factory=dict)
     completed: bool = False
@@ -162,6 +167,14 @@ class RunState:
     #: Harness sessions by session id (Layer C). A ``tool`` step's calls are kept under
     #: a session named by its step path, with role ``step``.
     sessions: dict[str, SessionRecord] = field(default_factory=dict)
+    #: Code-first: the source hash of each step function the run called, as pinned now
+    #: (``code.pinned``, then each accepted ``code.drifted``), and as first pinned.
+    code: dict[str, str] = field(default_factory=dict)
+    code_started: dict[str, str] = field(default_factory=dict)
+    #: Code-first: the workflow body's hash as pinned now (``definition_hash`` until a
+    #: drift was accepted), and every accepted drift: ``(seq, changes)``.
+    code_workflow_hash: str | None = None
+    code_drifts: list[tuple[int, list[CodeChange]]] = field(default_factory=list)
 
     @property
     def finished(self) -> bool:
@@ -335,7 +348,19 @@ def apply_event(state: RunState, event: Event, seq: int, ts: float) -> RunState:
                 step_path=event.step_path,
                 manifest=dict(event.manifest),
                 manifest_hash=event.manifest_hash,
+                slot=event.slot,
             )
+        case CodePinned():
+            for name, digest in event.functions.items():
+                state.code[name] = digest
+                state.code_started.setdefault(name, digest)
+        case CodeDrifted():
+            for change in event.changes:
+                if change.kind == "workflow":
+                    state.code_workflow_hash = change.new
+                else:
+                    state.code[change.name] = change.new
+            state.code_drifts.append((seq, list(event.changes)))
         case HarnessSessionCompleted():
             session = _session(state, event.session_id)
             session.completed = True

@@ -366,6 +366,30 @@ def _run_fields(state: RunState) -> dict[str, Any]:
         "outerLoopResult": loop_result,
         "resumes": state.resumes,
         "startedAt": state.started_at,
+        "code": code_of(state),
+    }
+
+
+def code_of(state: RunState) -> dict[str, Any] | None:
+    """Which code a code-first run started with, and every drift a resume accepted:
+    ``{"workflow": {name, hash}, "steps": [{name, hash}], "drift": [{seq, changes}]}``
+    (``None`` for an LWIR run)."""
+    prefix = "code:"  # a code-first run's ``workflowVersionId`` (``_code_api``)
+    if not state.workflow_version_id.startswith(prefix):
+        return None
+    return {
+        "workflow": {
+            "name": state.workflow_version_id[len(prefix) :],
+            "hash": state.definition_hash,
+        },
+        "steps": [{"name": name, "hash": digest} for name, digest in state.code_started.items()],
+        "drift": [
+            {
+                "seq": seq,
+                "changes": [change.model_dump(mode="json", by_alias=True) for change in changes],
+            }
+            for seq, changes in state.code_drifts
+        ],
     }
 
 

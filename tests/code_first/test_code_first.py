@@ -463,8 +463,15 @@ async def test_a_resume_with_changed_source_says_so_and_goes_on(
         await rt.events.append("run_drift_copy", edited, sync=True, expected_seq=0)
         with caplog.at_level("WARNING", logger="little_workflow.code"):
             result = await rt.resume("run_drift_copy")
+        drifted = [
+            r.event for r in await rt.events.read("run_drift_copy") if r.type == "code.drifted"
+        ]
     assert result.output == ["a", "b", "c"]
-    assert "changed since the run started (py-0000" in caplog.text
+    changed = f'workflow {changing.__module__}:changing: "py-0000" → "{state.definition_hash}"'
+    assert changed in caplog.text
+    assert [(c.kind, c.old, c.new) for d in drifted for c in d.changes] == [
+        ("workflow", "py-0000", state.definition_hash)
+    ]
 
 
 @step(name="loop", max_visits=2)

@@ -115,8 +115,13 @@ def _step_committed(example: Example, run_id: str, path: str) -> bool:
 
 @pytest.mark.parametrize(
     ("kill_at", "workflow"),
-    [("mid-review", WORKFLOW), ("second-round", WORKFLOW), ("second-round", CODE)],
-    ids=["mid-review", "second-round", "second-round-code"],
+    [
+        ("mid-review", WORKFLOW),
+        ("mid-review", CODE),
+        ("second-round", WORKFLOW),
+        ("second-round", CODE),
+    ],
+    ids=["mid-review", "mid-review-code", "second-round", "second-round-code"],
 )
 def test_sigkill_then_resume_pays_for_nothing_twice(
     uncrashed: tuple[Any, Counter[str]], tmp_path: Path, kill_at: str, workflow: str
@@ -155,6 +160,10 @@ def test_sigkill_then_resume_pays_for_nothing_twice(
         assert drifted.returncode == 3, drifted.stderr
         assert "CapabilityDriftError" in drifted.stderr
         assert '"scripted" → "gpt-4o-mini"' in drifted.stderr
+        # Refused before any branch started a session under the new model: nothing
+        # written, nothing called.
+        assert len(example.events(run_id)) == len(at_kill)
+        assert normalized(example.calls()) == before
 
     resumed = example.run("--setup", SETUP, "resume", run_id)
     assert resumed.returncode == 0, resumed.stderr

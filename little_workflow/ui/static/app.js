@@ -471,6 +471,8 @@
       case "harness.session.started": return `${e.role}${e.stepPath ? ` · ${e.stepPath}` : ""}`;
       case "harness.execute_step.succeeded": return e.stepPath;
       case "OuterLoopCycleCompleted": return `cycle ${e.cycleNumber} · ${e.result.kind}`;
+      case "code.pinned": return Object.entries(e.functions).map(([name, hash]) => `${name} ${hash}`).join(" · ");
+      case "code.drifted": return e.changes.map((c) => `${c.kind} ${c.name}: ${c.old} → ${c.new}`).join(" · ");
       default: return e.stepPath || e.sessionId || "";
     }
   }
