@@ -68,6 +68,8 @@ from little_workflow.runtime._schedules import (
 )
 from little_workflow.runtime._state import RunState, fold, read_state
 from little_workflow.runtime._stuck import StuckRun, find_stuck_runs
+from little_workflow.runtime._waits import SendResult
+from little_workflow.runtime._waits import send as send_event
 from little_workflow.runtime._workflows import WorkflowVersion
 from little_workflow.storage import (
     Claim,
@@ -467,6 +469,16 @@ class Runtime(RunResources):
         await self.open()
         validate_id(run_id, what="run id")
         return await cancel_run(self, run_id, reason=reason, wait=wait)
+
+    async def send(
+        self, run_id: str, event: str, data: JsonValue = None, *, key: str | None = None
+    ) -> SendResult:
+        """Send ``event`` with ``data`` to ``run_id``: committed before it returns; the same
+        ``key`` twice delivers once (docs/waits.md). Refused with nothing written:
+        ``EventPayloadError`` (the wait's schema), ``EventRefusedError`` (the run no longer
+        waits for it), ``ConfigError`` ``run_not_found``."""
+        await self.open()
+        return await send_event(self, run_id, event, data, key=key)
 
     async def stuck_runs(self) -> list[StuckRun]:
         """Runs nobody drives that need a look: expired leases, intents without outcome."""

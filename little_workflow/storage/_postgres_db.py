@@ -200,6 +200,11 @@ MIGRATIONS: Final[Sequence[LiteralString]] = (
     END
     $$;
     """,
+    # 4: a queued run claimable only from ``not_before`` (a run waiting for a timer or an
+    # event, docs/waits.md); NULL: at once.
+    """
+    ALTER TABLE run_queue ADD COLUMN not_before double precision;
+    """,
 )
 
 DEFAULT_MAX_CONNECTIONS: Final = 8

@@ -145,10 +145,11 @@ class SqliteRunQueue:
         def ready(conn: sqlite3.Connection) -> list[str]:
             lapsed = _lapsed_leases(conn, time.time())
             rows = conn.execute(
-                "SELECT run_id FROM run_queue WHERE state = 'queued' "
+                "SELECT run_id FROM run_queue "
+                "WHERE (state = 'queued' AND (not_before IS NULL OR not_before <= ?)) "
                 "OR run_id IN (SELECT value FROM json_each(?)) "
                 "ORDER BY (parent_run_id IS NULL), submitted_at, rowid LIMIT ?",
-                (json.dumps(lapsed), limit),
+                (time.time(), json.dumps(lapsed), limit),
             ).fetchall()
             return [run_id for (run_id,) in rows]
 
@@ -197,15 +198,15 @@ class SqliteRunQueue:
 
         return await self._database.write(work)
 
-    async def release(self, fence: Fence) -> bool:
-        """Queue the run again, if ``fence`` still holds it."""
+    async def release(self, fence: Fence, *, not_before: float | None = None) -> bool:
+        """Queue the run again (claimable from ``not_before``), if ``fence`` still holds it."""
 
         def work(conn: sqlite3.Connection) -> bool:
             cursor = conn.execute(
                 "UPDATE run_queue SET state = 'queued', worker_id = NULL, "
-                "lease_expires_at = NULL, holder = NULL "
+                "lease_expires_at = NULL, holder = NULL, not_before = ? "
                 "WHERE run_id = ? AND lease_token = ? AND state = 'leased'",
-                (fence.run_id, fence.token),
+                (not_before, fence.run_id, fence.token),
             )
             return cursor.rowcount == 1
 

@@ -111,6 +111,9 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
             stopped_at REAL
         )""",
     ),
+    # 3: a queued run claimable only from ``not_before`` (a run waiting for a timer or an
+    # event, docs/waits.md); NULL: at once.
+    ("ALTER TABLE run_queue ADD COLUMN not_before REAL",),
 )
 
 
