@@ -38,7 +38,7 @@ from little_workflow.runtime._fork import SAME_INPUT, fork_run
 from little_workflow.runtime._gc import FINISHED, GcReport, collect_garbage
 from little_workflow.runtime._host import SubRunner
 from little_workflow.runtime._launch import Launcher, Program, RunResult, make_run_dirs, result_of
-from little_workflow.runtime._liveness import interrupted_runs
+from little_workflow.runtime._liveness import interrupted_runs, waiting_runs
 from little_workflow.runtime._lwir_program import (
     LwirProgram,
     ReplayResult,
@@ -489,6 +489,12 @@ class Runtime(RunResources):
         -> one line saying why. Derived, never recorded (``runtime/_liveness.py``)."""
         await self.open()
         return await interrupted_runs(self, runs)
+
+    async def waiting_runs(self, runs: Sequence[RunInfo]) -> dict[str, dict[str, JsonValue]]:
+        """Of ``runs``, the ones parked at a wait that nobody drives now: run id -> what it
+        waits for (``{"path", "kind", "event", "since", "wakeAt"}``, docs/waits.md)."""
+        await self.open()
+        return await waiting_runs(self, runs)
 
     async def lease_holder(self, state: RunState) -> str | None:
         """The worker whose live lease covers ``state``'s run (or an ancestor's), if any."""
