@@ -1,0 +1,205 @@
+"""Waits in one process: the log, the checks of ``send``, LWIR and code-first forms.
+
+The crash and worker proofs are in ``test_wait_processes.py``; here a ``Runtime`` drives the
+run and ``send`` answers it, on SQLite and on PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from little_workflow.errors import (
+    ConfigError,
+    EventPayloadError,
+    EventRefusedError,
+    InvalidInputError,
+    LwirValidationError,
+    RunWaitingError,
+)
+from little_workflow.events import EventReceived, StepCompleted, WaitCompleted, WaitStarted
+from little_workflow.lwir import parse_workflow
+from little_workflow.runtime import Runtime
+
+HERE = Path(__file__).parent
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def store(request: pytest.FixtureRequest) -> str | None:
+    """``None``: the data directory's SQLite file."""
+    if request.param == "sqlite":
+        return None
+    url: str = request.getfixturevalue("postgres_url")
+    return url
+
+
+async def _until(moment: float) -> None:
+    """Sleep until the wall clock reaches ``moment``."""
+    await asyncio.sleep(max(0.0, moment - time.time()) + 0.01)
+
+
+async def _types(rt: Runtime, run_id: str) -> list[str]:
+    return [record.type for record in await rt.events.read(run_id)]
+
+
+async def test_a_wait_parks_the_run_and_a_send_continues_it(
+    tmp_path: Path, store: str | None
+) -> None:
+    async with Runtime(tmp_path / "d", store=store) as rt:
+        with pytest.raises(RunWaitingError) as waiting:
+            await rt.run(HERE / "approve.yaml", {"n": 2}, run_id="r1")
+        assert waiting.value.code == "run_waiting"
+        assert waiting.value.waits[0]["event"] == "approval"
+        assert "little-workflow send r1 approval" in waiting.value.message
+        assert (await _types(rt, "r1"))[-1] == "WaitStarted"
+        infos = await rt.events.list_runs()
+        assert (await rt.waiting_runs(infos))["r1"]["event"] == "approval"
+        assert await rt.interrupted_runs(infos) == {}  # waiting is not interrupted
+
+        before = await _types(rt, "r1")
+        with pytest.raises(EventPayloadError) as bad:
+            await rt.send("r1", "approval", {"ok": "yes"})
+        assert bad.value.code == "invalid_event_payload"
+        assert "boolean" in bad.value.message
+        assert await _types(rt, "r1") == before  # nothing written
+
+        sent = await rt.send("r1", "approval", {"ok": True}, key="k1")
+        assert sent.outcome == "delivered"
+        assert (await rt.send("r1", "approval", {"ok": False}, key="k1")).outcome == "duplicate"
+        result = await rt.resume("r1")
+        assert result.output == {"n": 4, "answer": {"ok": True}}
+        events = [record.event for record in await rt.events.read("r1")]
+        assert [e.key for e in events if isinstance(e, EventReceived)] == ["k1"]
+        ended = [e for e in events if isinstance(e, WaitCompleted)]
+        assert [(e.step_path, e.outcome, e.key) for e in ended] == [("approval", "event", "k1")]
+        assert sum(isinstance(e, WaitStarted) for e in events) == 1
+        assert await rt.waiting_runs(await rt.events.list_runs()) == {}
+
+        with pytest.raises(EventRefusedError) as late:
+            await rt.send("r1", "approval", {"ok": True})
+        assert late.value.code == "not_waiting"
+        with pytest.raises(ConfigError) as unknown:
+            await rt.send("nobody", "approval", {"ok": True})
+        assert unknown.value.code == "run_not_found"
+
+
+async def test_an_event_sent_before_the_wait_is_kept_and_delivered_there(
+    tmp_path: Path, store: str | None
+) -> None:
+    until = (datetime.now(UTC) + timedelta(seconds=1)).isoformat()
+    async with Runtime(tmp_path / "d", store=store) as rt:
+        with pytest.raises(RunWaitingError):
+            await rt.run(HERE / "early.yaml", {"until": until}, run_id="r2")
+        # Parked at its timer: the event goes into its log now, for the wait further on.
+        assert (await rt.send("r2", "approval", "early", key="e1")).outcome == "delivered"
+        await asyncio.sleep(1.1)
+        assert (await rt.resume("r2")).output == "early"
+        events = [record.event for record in await rt.events.read("r2")]
+        started = [e for e in events if isinstance(e, WaitStarted)]
+        assert [(e.step_path, e.event) for e in started] == [
+            ("nap", None),
+            ("approval", "approval"),
+        ]
+
+
+async def test_a_timeout_routes_to_its_branch_and_a_later_send_is_refused(
+    tmp_path: Path, store: str | None
+) -> None:
+    async with Runtime(tmp_path / "d", store=store) as rt:
+        with pytest.raises(RunWaitingError) as waiting:
+            await rt.run(HERE / "deadline.yaml", {"n": 1}, run_id="r3")
+        wake_at = waiting.value.waits[0]["wakeAt"]
+        assert isinstance(wake_at, float)
+        await _until(wake_at + 1.05)  # the timeout, and its grace
+        with pytest.raises(EventRefusedError):
+            await rt.send("r3", "approval", "too late")  # refused from the deadline on
+        result = await rt.resume("r3")
+        assert result.output == {"answer": {"n": 0, "answer": "timed out"}, "route": "timeout"}
+        with pytest.raises(EventRefusedError) as refused:
+            await rt.send("r3", "approval", "still too late")
+        assert refused.value.code == "not_waiting"
+
+
+async def test_a_sleep_records_its_wake_up_time_once(tmp_path: Path, store: str | None) -> None:
+    async with Runtime(tmp_path / "d", store=store) as rt:
+        with pytest.raises(RunWaitingError):
+            await rt.run(HERE / "nap.yaml", {"n": 1}, run_id="r4")
+        first = [e.event for e in await rt.events.read("r4") if isinstance(e.event, WaitStarted)]
+        with pytest.raises(RunWaitingError):
+            await rt.resume("r4")  # not due: it parks again, the time unchanged
+        records = await rt.events.read("r4")
+        started = [e.event for e in records if isinstance(e.event, WaitStarted)]
+        assert started == first
+        wake_at = started[0].wake_at
+        assert wake_at is not None
+        await _until(wake_at)
+        await rt.resume("r4")
+        records = await rt.events.read("r4")
+        done = [r for r in records if isinstance(r.event, WaitCompleted)]
+        assert len(done) == 1
+        assert done[0].ts >= wake_at
+        finish = [
+            r
+            for r in records
+            if isinstance(r.event, StepCompleted) and r.event.step_path == "finish"
+        ]
+        assert finish[0].ts >= wake_at
+
+
+async def test_code_first_wait_for_gives_the_model_and_sleep_waits(
+    tmp_path: Path, store: str | None
+) -> None:
+    from tests.waits.flows import approve, short_fuse
+
+    async with Runtime(tmp_path / "d", store=store) as rt:
+        with pytest.raises(RunWaitingError) as waiting:
+            await rt.run(approve, {"n": 3}, run_id="c1")
+        assert waiting.value.waits[0]["path"] == "approval"
+        schema = waiting.value.waits[0]["schema"]
+        assert isinstance(schema, dict)
+        assert "by" in schema["required"]
+        with pytest.raises(EventPayloadError):
+            await rt.send("c1", "approval", {"ok": True})  # no "by"
+        await rt.send("c1", "approval", {"ok": True, "by": "ann"})
+        with pytest.raises(RunWaitingError) as sleeping:
+            await rt.resume("c1")  # the approval is taken; now it sleeps a second
+        assert sleeping.value.waits[0]["event"] is None
+        await asyncio.sleep(1.05)
+        assert (await rt.resume("c1")).output == {"n": 6, "by": "ann", "ok": True}
+        with pytest.raises(RunWaitingError):
+            await rt.run(short_fuse, {}, run_id="c2")  # a timeout of 0 s, ended by the driver
+        await asyncio.sleep(1.05)  # ... once the grace for a send just before it has passed
+        assert (await rt.resume("c2")).output is None
+
+
+def test_lwir_wait_and_sleep_are_validated() -> None:
+    def doc(step: dict[str, object]) -> dict[str, object]:
+        return {"lwir": 1, "name": "w", "steps": [step, {"id": "o", "kind": "output", "value": 1}]}
+
+    parse_workflow(doc({"id": "s", "kind": "sleep", "duration": "1h30m"}))
+    with pytest.raises(LwirValidationError):
+        parse_workflow(doc({"id": "s", "kind": "sleep", "duration": "soon"}))
+    with pytest.raises(LwirValidationError):
+        parse_workflow(doc({"id": "s", "kind": "sleep"}))  # neither duration nor until
+    with pytest.raises(LwirValidationError):
+        parse_workflow(doc({"id": "w", "kind": "wait", "event": "a", "onTimeout": "o"}))
+    with pytest.raises(LwirValidationError):
+        parse_workflow(
+            doc({"id": "w", "kind": "wait", "event": "a", "timeout": "1s", "onTimeout": "x"})
+        )
+
+
+async def test_send_refuses_bad_input_with_nothing_written(tmp_path: Path) -> None:
+    async with Runtime(tmp_path / "d") as rt:
+        with pytest.raises(RunWaitingError):
+            await rt.run(HERE / "approve.yaml", {"n": 2}, run_id="r5")
+        before = await _types(rt, "r5")
+        with pytest.raises(InvalidInputError):
+            await rt.send("r5", "not an event name", {"ok": True})
+        with pytest.raises(InvalidInputError):
+            await rt.send("r5", "approval", {1, 2})  # type: ignore[arg-type]
+        assert await _types(rt, "r5") == before
