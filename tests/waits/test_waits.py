@@ -203,3 +203,42 @@ async def test_send_refuses_bad_input_with_nothing_written(tmp_path: Path) -> No
         with pytest.raises(InvalidInputError):
             await rt.send("r5", "approval", {1, 2})  # type: ignore[arg-type]
         assert await _types(rt, "r5") == before
+
+
+async def test_a_worker_frees_the_slot_of_a_run_that_waits_and_a_send_requeues_it(
+    tmp_path: Path, store: str | None
+) -> None:
+    from little_workflow.runtime import Worker
+
+    async with Runtime(tmp_path / "d", store=store) as rt:
+        await rt.submit(HERE / "approve.yaml", {"n": 1}, run_id="q1")
+        worker = Worker(rt, concurrency=1, lease_seconds=10, poll_interval=0.02)
+        task = asyncio.create_task(worker.run())
+        try:
+
+            async def parked() -> bool:
+                entry = await rt.queue.get("q1")
+                return worker.report.parked == 1 and entry is not None and entry.state == "queued"
+
+            deadline = time.monotonic() + 60
+            while not await parked():
+                assert time.monotonic() < deadline, "timed out"
+                await asyncio.sleep(0.05)
+            infos = await rt.events.list_runs()
+            assert "q1" in await rt.waiting_runs(infos)  # queued for later, yet waiting
+            # The queue row is not claimable: no worker takes it again by itself.
+            await asyncio.sleep(0.3)
+            assert worker.report.parked == 1
+            sent = await rt.send("q1", "approval", {"ok": False}, key="q")
+            assert sent.outcome == "delivered"  # under a claim of the queue row
+            while not (await rt.get_state("q1")).finished:
+                assert time.monotonic() < deadline, "timed out"
+                await asyncio.sleep(0.05)
+        finally:
+            worker.stop()
+            report = await task
+        assert report.finished == {"completed": 1}
+        assert (await rt.get_state("q1")).output == {"n": 2, "answer": {"ok": False}}
+        entry = await rt.queue.get("q1")
+        assert entry is not None
+        assert entry.state == "done"
