@@ -15,6 +15,7 @@ from __future__ import annotations
 import time
 
 from little_workflow.codec import JsonValue
+from little_workflow.events import RunStatus
 from little_workflow.runtime._host import StoreHost
 from little_workflow.runtime._waits import MAIL_PREFIX, NEVER, TIMEOUT_GRACE, WAITING_PREFIX
 
@@ -36,7 +37,10 @@ async def due_runs(runtime: StoreHost) -> list[str]:
         if not await _due(runtime, run_id, record, now):
             continue
         info = await runtime.events.get_run(run_id)
-        if info is None or info.parent_run_id is not None:
+        if info is None or info.status is not RunStatus.RUNNING:
+            await kv.delete(key)  # the run ended (cancelled, say) or is gone: a stale record
+            continue
+        if info.parent_run_id is not None:
             continue  # a sub-run continues with its root
         queue = runtime.store.queue
         entry = None if queue is None else await queue.get(run_id)

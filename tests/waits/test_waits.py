@@ -242,3 +242,16 @@ async def test_a_worker_frees_the_slot_of_a_run_that_waits_and_a_send_requeues_i
         entry = await rt.queue.get("q1")
         assert entry is not None
         assert entry.state == "done"
+
+
+async def test_a_waiting_run_can_be_cancelled_and_then_refuses_events(
+    tmp_path: Path, store: str | None
+) -> None:
+    async with Runtime(tmp_path / "d", store=store) as rt:
+        with pytest.raises(RunWaitingError):
+            await rt.run(HERE / "approve.yaml", {"n": 1}, run_id="x1")
+        await rt.cancel("x1", reason="not needed", wait=10)
+        assert (await rt.get_state("x1")).status.value == "cancelled"
+        assert await rt.waiting_runs(await rt.events.list_runs()) == {}
+        with pytest.raises(EventRefusedError):
+            await rt.send("x1", "approval", {"ok": True})
