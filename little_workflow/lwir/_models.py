@@ -573,6 +573,16 @@ def _check_duration(value: str) -> str:
     return value
 
 
+def check_json_schema(schema: dict[str, JsonValue]) -> None:
+    """Raise ``ValueError`` if ``schema`` is not a valid JSON Schema."""
+    import jsonschema
+
+    try:
+        jsonschema.validators.validator_for(schema).check_schema(schema)
+    except jsonschema.SchemaError as exc:
+        raise ValueError(f"not a valid JSON Schema: {exc.message}") from None
+
+
 class _WaitBase(StepBase):
     """A step that stops the run until something happens (docs/waits.md)."""
 
@@ -624,6 +634,13 @@ class WaitStep(_WaitBase):
     @classmethod
     def _timeout(cls, value: str | None) -> str | None:
         return None if value is None else _check_duration(value)
+
+    @field_validator("schema_")
+    @classmethod
+    def _schema(cls, value: dict[str, JsonValue] | None) -> dict[str, JsonValue] | None:
+        if value is not None:
+            check_json_schema(value)
+        return value
 
     @model_validator(mode="after")
     def _on_timeout_needs_timeout(self) -> WaitStep:

@@ -31,6 +31,7 @@ from little_workflow.lwir import (
     StepPath,
     branch_key,
 )
+from little_workflow.lwir._models import check_json_schema
 from little_workflow.runtime._code_api import (
     StepSpec,
     WorkflowSpec,
@@ -450,6 +451,11 @@ class WorkflowContext:
             json_schema: dict[str, Any] | None = model.model_json_schema()
         else:
             json_schema = None if schema is None else dict(cast(Mapping[str, Any], schema))
+            if json_schema is not None:
+                try:
+                    check_json_schema(json_schema)
+                except ValueError as exc:
+                    raise InvalidValueError(f"ctx.wait_for({event!r}): schema: {exc}") from None
         seconds = _seconds(timeout, "ctx.wait_for timeout")
         step_name = checked_name(name or event, "wait")
         site = self._driver.site(

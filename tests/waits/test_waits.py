@@ -187,6 +187,8 @@ def test_lwir_wait_and_sleep_are_validated() -> None:
         parse_workflow(doc({"id": "s", "kind": "sleep"}))  # neither duration nor until
     with pytest.raises(LwirValidationError):
         parse_workflow(doc({"id": "w", "kind": "wait", "event": "a", "onTimeout": "o"}))
+    with pytest.raises(LwirValidationError, match="JSON Schema"):
+        parse_workflow(doc({"id": "w", "kind": "wait", "event": "a", "schema": {"type": 3}}))
     with pytest.raises(LwirValidationError):
         parse_workflow(
             doc({"id": "w", "kind": "wait", "event": "a", "timeout": "1s", "onTimeout": "x"})
