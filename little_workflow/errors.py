@@ -51,7 +51,7 @@ errors (``sqlite3``, ``psycopg``, ``OSError``) are translated at the boundary wi
     ├── SupervisorError                      supervise_failed (supervise() raised)
     ├── AwaitingAnswerError                  awaiting_answer (suspended on an ask-user prompt)
     ├── RunWaitingError                      run_waiting (the run waits for an event or a timer)
-    ├── EventRefusedError                    event_refused (not_waiting: the run no longer waits)
+    ├── EventRefusedError                    not_waiting (the run finished, or its wait timed out)
     │   └── EventPayloadError                invalid_event_payload (fails the wait's schema)
     ├── SubprocessError                      subprocess_error (child_failed, child_lost)
     ├── IpcError                             ipc_error (ipc_listen_failed, ipc_address_in_use)
