@@ -36,6 +36,7 @@ import hashlib
 import os
 import re
 import time
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -83,6 +84,8 @@ MAIL_PREFIX = "run:mail:"
 TIMEOUT_GRACE = 1.0
 #: The queue's not-before of a run waiting for an event with no timeout: only a send wakes it.
 NEVER = 1e15
+#: The event keys each pass (a ``DurableRun``) is taking at one of its waits right now.
+_TAKEN: weakref.WeakKeyDictionary[DurableRun, set[str]] = weakref.WeakKeyDictionary()
 #: How long a ``send`` waits for a driver that holds the run at the wait (seconds).
 _SEND_PATIENCE = 30.0
 
@@ -221,37 +224,65 @@ async def _try_end(
         return await _complete(
             run, unit, wait, [], outcome="due", output=_iso(wait.wake_at), key=None
         )
-    received = run.state.next_event(wait.event)
+    # Waits of one run in flight at once (map branches) each take a different event: the
+    # key is taken here, before anything is awaited, and let go once its commit is done.
+    taken = _TAKEN.setdefault(run, set())
+    received = next(
+        (
+            event
+            for event in run.state.received.values()
+            if event.event == wait.event and event.consumed_by is None and event.key not in taken
+        ),
+        None,
+    )
     extra: list[EventReceived] = []
     mail: str | None = None
     if received is None:
-        item = await _mailbox_next(run.host.kv, run.state, wait.event)
+        items = await _mailbox(run.host.kv, run.state, wait.event)
+        item = next((item for item in items if item.key not in taken), None)
         if item is not None:
             extra, mail = [item], _mail_key(run.run_id, item.key)
             received = ReceivedEvent(
                 event=item.event, key=item.key, data=item.data, sent_at=item.sent_at, seq=0
             )
     if received is not None:
+        taken.add(received.key)
         try:
-            check_payload(wait.schema, received.data, where=f"event {received.key!r}")
-        except EventPayloadError as exc:
-            if extra:
-                await run.append(extra, sync=True)
-            raise StepFailure(
-                "invalid_event_payload",
-                f"wait {wait.path!r}: {exc.message}",
-                path=wait.path,
-                step_id=unit.step_id,
-            ) from None
-        output = await _complete(
-            run, unit, wait, extra, outcome="event", output=received.data, key=received.key
-        )
-        if mail is not None:
-            await run.host.kv.delete(mail)
-        return output
+            return await _take(run, unit, wait, received, extra=extra, mail=mail)
+        finally:
+            taken.discard(received.key)
     if wait.wake_at is not None and now >= wait.wake_at + TIMEOUT_GRACE:
         return await _complete(run, unit, wait, [], outcome="timeout", output=None, key=None)
     return None
+
+
+async def _take(
+    run: DurableRun,
+    unit: StepUnit,
+    wait: WaitRecord,
+    received: ReceivedEvent,
+    *,
+    extra: list[EventReceived],
+    mail: str | None,
+) -> tuple[JsonValue, str]:
+    """End ``wait`` with ``received`` (from the log, or the mailbox: ``extra``, ``mail``)."""
+    try:
+        check_payload(wait.schema, received.data, where=f"event {received.key!r}")
+    except EventPayloadError as exc:
+        if extra:
+            await run.append(extra, sync=True)
+        raise StepFailure(
+            "invalid_event_payload",
+            f"wait {wait.path!r}: {exc.message}",
+            path=wait.path,
+            step_id=unit.step_id,
+        ) from None
+    output = await _complete(
+        run, unit, wait, extra, outcome="event", output=received.data, key=received.key
+    )
+    if mail is not None:
+        await run.host.kv.delete(mail)
+    return output
 
 
 async def _complete(
@@ -271,11 +302,11 @@ async def _complete(
     return output, outcome
 
 
-async def _mailbox_next(kv: ManagedStorage, state: RunState, event: str) -> EventReceived | None:
-    """The oldest mailbox event of this name the log does not hold yet."""
+async def _mailbox(kv: ManagedStorage, state: RunState, event: str) -> list[EventReceived]:
+    """The mailbox's events of this name the log does not hold yet, oldest first."""
     keys = await kv.list(f"{MAIL_PREFIX}{state.run_id}:")
     if not keys:
-        return None
+        return []
     found: list[EventReceived] = []
     for key in keys:
         value = await kv.get(key)
@@ -286,7 +317,7 @@ async def _mailbox_next(kv: ManagedStorage, state: RunState, event: str) -> Even
             await kv.delete(key)  # delivered; its deletion was cut short
         elif item.event == event:
             found.append(item)
-    return min(found, key=lambda item: item.sent_at) if found else None
+    return sorted(found, key=lambda item: item.sent_at)
 
 
 def waiting_error(parked: RunParked, root_run_id: str) -> RunWaitingError:

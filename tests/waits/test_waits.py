@@ -257,3 +257,23 @@ async def test_a_waiting_run_can_be_cancelled_and_then_refuses_events(
         assert await rt.waiting_runs(await rt.events.list_runs()) == {}
         with pytest.raises(EventRefusedError):
             await rt.send("x1", "approval", {"ok": True})
+
+
+async def test_waits_in_map_branches_take_one_event_each(tmp_path: Path, store: str | None) -> None:
+    async with Runtime(tmp_path / "d", store=store) as rt:
+        with pytest.raises(RunWaitingError):
+            await rt.run(HERE / "branches.yaml", {}, run_id="b1")
+        await rt.send("b1", "go", "first")
+        await rt.send("b1", "go", "second")
+        for _ in range(3):
+            try:
+                result = await rt.resume("b1")
+                break
+            except RunWaitingError:
+                continue
+        assert isinstance(result.output, list)
+        assert sorted(str(value) for value in result.output) == ["first", "second"]
+        ended = [
+            r.event.key for r in await rt.events.read("b1") if isinstance(r.event, WaitCompleted)
+        ]
+        assert len(ended) == len(set(ended)) == 2
