@@ -418,10 +418,20 @@ async def send(
 
 
 async def _deliver(host: StoreHost, run_id: str, event: str, data: JsonValue, key: str) -> bool:
-    """Append the event holding what a driver holds; ``False`` if a driver holds the run."""
-    queue = host.store.queue
-    entry = None if queue is None else await queue.get(run_id)
-    if queue is not None and entry is not None and entry.state != "done":
+    """Append the event holding what a driver holds; ``False`` if a driver holds the run.
+
+    The run lock (what ``run``/``resume`` hold) and, for a run in the queue, a claim of its
+    row (what a worker holds): a driver of either kind excludes the send.
+    """
+    lock = RunLock(host, run_id, purpose=f"send to run {run_id!r}")
+    if not await lock.try_acquire():
+        return False
+    try:
+        queue = host.store.queue
+        entry = None if queue is None else await queue.get(run_id)
+        if queue is None or entry is None or entry.state == "done":
+            await _append_event(host, run_id, event, data, key)
+            return True
         claim = await queue.claim_run(run_id, f"send-{os.getpid()}", lease_seconds=30.0)
         if claim is None:
             return False
@@ -432,14 +442,8 @@ async def _deliver(host: StoreHost, run_id: str, event: str, data: JsonValue, ke
             # Claimable at once: a worker drives the run on to the wait, which takes it.
             await queue.release(claim.fence)
         return True
-    lock = RunLock(host, run_id, purpose=f"send to run {run_id!r}")
-    if not await lock.try_acquire():
-        return False
-    try:
-        await _append_event(host, run_id, event, data, key)
     finally:
         await lock.release()
-    return True
 
 
 async def _append_event(
