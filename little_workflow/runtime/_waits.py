@@ -42,9 +42,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
+import pydantic
+
 from little_workflow._failures import RunParked
 from little_workflow.codec import JsonValue, check_json_value
 from little_workflow.errors import (
+    CorruptDataError,
     EventPayloadError,
     EventRefusedError,
     InvalidInputError,
@@ -308,11 +311,14 @@ async def _mailbox(kv: ManagedStorage, state: RunState, event: str) -> list[Even
     if not keys:
         return []
     found: list[EventReceived] = []
-    for key in keys:
-        value = await kv.get(key)
-        if not isinstance(value, dict):
-            continue
-        item = EventReceived.model_validate(value)
+    for key, value in (await kv.get_many(keys)).items():
+        try:
+            item = EventReceived.model_validate(value)
+        except pydantic.ValidationError as exc:
+            raise CorruptDataError(
+                f"the mailbox entry {key!r} of run {state.run_id!r} is not an event: "
+                f"{exc.error_count()} error(s)"
+            ) from None
         if item.key in state.received:
             await kv.delete(key)  # delivered; its deletion was cut short
         elif item.event == event:
