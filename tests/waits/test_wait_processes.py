@@ -310,3 +310,40 @@ async def test_a_sleep_outlives_a_killed_worker_and_continues_once_after_its_tim
     calls = _calls(tmp_path)
     assert calls[f"{run_id}/prepare"] == 1
     assert calls[f"{run_id}/finish"] == 1
+
+
+async def test_a_code_first_run_waits_is_answered_sleeps_and_ends_under_a_worker(
+    tmp_path: Path, store: str | None
+) -> None:
+    env = _env(tmp_path)
+    data_dir = tmp_path / "data"
+    worker_dir = data_dir if store is None else tmp_path / "worker"
+    run_id = "code_1"
+    flow = "tests.waits.flows:approve"
+    ran = await _run(data_dir, store, env, "run", flow, "--run-id", run_id, "--input", '{"n": 3}')
+    assert ran.returncode == 7, ran.stderr
+    assert f"send {run_id} approval --data JSON" in ran.stderr
+    bad = await _run(data_dir, store, env, "send", run_id, "approval", "--data", '{"ok": true}')
+    assert bad.returncode == 3  # the model's schema: "by" is required
+    assert "invalid_event_payload" in bad.stderr
+    data = '{"ok": true, "by": "ann"}'
+    sent = await _run(data_dir, store, env, "send", run_id, "approval", "--data", data)
+    assert sent.returncode == 0, sent.stderr
+    worker = _worker(worker_dir, store, env)
+    try:
+        await _until(lambda: _finished(data_dir, store, run_id))
+    finally:
+        _stop(worker)
+    async with Runtime(data_dir, store=store) as rt:
+        state = await rt.get_state(run_id)
+        assert state.output == {"n": 6, "by": "ann", "ok": True}
+        records = await rt.events.read(run_id)
+        started = [r.event for r in records if isinstance(r.event, WaitStarted)]
+        assert [(e.step_path, e.kind, e.event) for e in started] == [
+            ("approval", "wait", "approval"),
+            ("sleep", "sleep", None),
+        ]
+        ended = [r for r in records if isinstance(r.event, WaitCompleted)]
+        assert [getattr(r.event, "outcome", None) for r in ended] == ["event", "due"]
+        assert started[1].wake_at is not None
+        assert ended[1].ts >= started[1].wake_at
