@@ -55,9 +55,11 @@ from little_workflow.errors import (
 )
 from little_workflow.events import EventReceived, WaitCompleted, WaitStarted
 from little_workflow.ids import new_id, validate_id
+from little_workflow.lwir import WaitStep
 from little_workflow.runtime._core import DurableRun, StepFailure, StepUnit
 from little_workflow.runtime._run_lock import RunLock
 from little_workflow.runtime._state import ReceivedEvent, RunState, WaitRecord, read_state
+from little_workflow.runtime._workflows import WorkflowCatalog, walk_steps
 from little_workflow.storage import ManagedStorage, fenced
 
 if TYPE_CHECKING:
@@ -387,6 +389,44 @@ def _check(state: RunState, event: str, data: JsonValue, key: str) -> bool:
     return False
 
 
+async def _check_declared(host: StoreHost, state: RunState, event: str, data: JsonValue) -> None:
+    """For an LWIR run not yet at a wait for ``event``: its pinned workflow's waits say.
+
+    No ``wait`` step for the event: refused (``not_waiting``: it never will). Every one with
+    a schema: the payload must meet one of them (``EventPayloadError``). A code-first run
+    says its waits only when it reaches them: nothing to check here.
+    """
+    if any(wait.event == event for wait in state.pending_waits):
+        return  # ``_check`` held it against the wait itself
+    key = f"workflows/{state.workflow_version_id}"
+    if not state.workflow_version_id or await host.kv.get(key) is None:
+        return
+    version = await WorkflowCatalog(host.kv, {}).load(state.workflow_version_id)
+    waits = [
+        step
+        for step in walk_steps(version.workflow.steps)
+        if isinstance(step, WaitStep) and step.event == event
+    ]
+    where = f"run {state.run_id!r}, event {event!r}"
+    if not waits:
+        raise EventRefusedError(
+            f"{where}: workflow {version.workflow.name!r} has no wait step for this event; "
+            "the run will never take it"
+        )
+    schemas = [step.schema_ for step in waits]
+    if any(schema is None for schema in schemas):
+        return
+    errors = []
+    for schema in schemas:
+        try:
+            check_payload(schema, data, where=where)
+        except EventPayloadError as exc:
+            errors.append(exc)
+        else:
+            return
+    raise errors[0]
+
+
 async def send(
     host: StoreHost, run_id: str, event: str, data: JsonValue, *, key: str | None = None
 ) -> SendResult:
@@ -400,8 +440,12 @@ async def send(
         raise InvalidInputError("an event key is 1 to 200 characters")
     deadline = time.monotonic() + _SEND_PATIENCE
     mailed = False
+    declared_checked = False
     while True:
         state = await read_state(host.events, run_id)
+        if not declared_checked and not _check(state, event, data, key):
+            await _check_declared(host, state, event, data)
+            declared_checked = True
         if _check(state, event, data, key):
             if mailed:
                 await host.kv.delete(_mail_key(run_id, key))

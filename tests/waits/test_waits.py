@@ -277,3 +277,19 @@ async def test_waits_in_map_branches_take_one_event_each(tmp_path: Path, store: 
             r.event.key for r in await rt.events.read("b1") if isinstance(r.event, WaitCompleted)
         ]
         assert len(ended) == len(set(ended)) == 2
+
+
+async def test_before_its_wait_an_lwir_run_checks_sends_against_its_declared_waits(
+    tmp_path: Path, store: str | None
+) -> None:
+    async with Runtime(tmp_path / "d", store=store) as rt:
+        await rt.submit(HERE / "approve.yaml", {"n": 1}, run_id="p1")  # not driven yet
+        before = await _types(rt, "p1")
+        with pytest.raises(EventPayloadError):
+            await rt.send("p1", "approval", {"ok": "yes"})  # the pinned wait's schema
+        with pytest.raises(EventRefusedError) as never:
+            await rt.send("p1", "payment", {"ok": True})
+        assert never.value.code == "not_waiting"
+        assert "no wait step" in never.value.message
+        assert await _types(rt, "p1") == before
+        assert (await rt.send("p1", "approval", {"ok": True})).outcome == "delivered"
