@@ -31,7 +31,7 @@ from little_workflow.runtime._core import DurableRun
 from little_workflow.runtime._datadir import DataDir
 from little_workflow.runtime._state import RunState, fold
 from little_workflow.runtime._tally import counting
-from little_workflow.runtime._waits import waiting_error
+from little_workflow.runtime._waits import note_root_waiting, waiting_error
 from little_workflow.storage import ManagedStorage, PayloadLog
 
 __all__ = [
@@ -234,6 +234,10 @@ class Launcher:
         except RunParked as parked:
             if front.run.state.parent_run_id is not None:
                 raise  # the root's caller says what the run tree waits for
+            if parked.run_id != front.run.run_id:
+                # A sub-run waits: the root waits with it (not interrupted), for what the
+                # sub-run waits for (``_wakeups`` wakes the root when the sub-run is due).
+                await note_root_waiting(self.host.kv, front.run.run_id, parked)
             raise waiting_error(parked, front.run.run_id) from None
         run = front.run
         return RunResult(

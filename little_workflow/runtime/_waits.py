@@ -40,7 +40,7 @@ import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import pydantic
 
@@ -73,6 +73,7 @@ __all__ = [
     "SendResult",
     "check_payload",
     "describe",
+    "note_root_waiting",
     "parse_duration",
     "send",
     "wait_point",
@@ -326,6 +327,13 @@ async def _mailbox(kv: ManagedStorage, state: RunState, event: str) -> list[Even
         elif item.event == event:
             found.append(item)
     return sorted(found, key=lambda item: item.sent_at)
+
+
+async def note_root_waiting(kv: ManagedStorage, root_run_id: str, parked: RunParked) -> None:
+    """Record that ``root_run_id`` waits because its sub-run ``parked.run_id`` does."""
+    for wait in parked.waits:
+        record = {**wait, "runId": parked.run_id}
+        await kv.set(waiting_key(root_run_id), cast(JsonValue, record))
 
 
 def waiting_error(parked: RunParked, root_run_id: str) -> RunWaitingError:

@@ -52,12 +52,21 @@ async def due_runs(runtime: StoreHost) -> list[str]:
 
 
 async def _due(runtime: StoreHost, run_id: str, record: dict[str, JsonValue], now: float) -> bool:
+    # A root that waits because its sub-run does names the sub-run (``runId``): the
+    # sub-run's own record says whether an event came (gone: its wait ended).
+    target = record.get("runId")
+    if isinstance(target, str) and target != run_id:
+        own = await runtime.kv.get(WAITING_PREFIX + target)
+        if not isinstance(own, dict) or own.get("ready"):
+            return True
+    else:
+        target = run_id
     if record.get("ready"):
         return True
     event, wake = record.get("event"), record.get("wakeAt")
     if isinstance(wake, int | float) and now >= wake + (0.0 if event is None else TIMEOUT_GRACE):
         return True
-    return event is not None and bool(await runtime.kv.list(f"{MAIL_PREFIX}{run_id}:"))
+    return event is not None and bool(await runtime.kv.list(f"{MAIL_PREFIX}{target}:"))
 
 
 def not_before(waits: list[dict[str, object]]) -> float | None:

@@ -293,3 +293,33 @@ async def test_before_its_wait_an_lwir_run_checks_sends_against_its_declared_wai
         assert "no wait step" in never.value.message
         assert await _types(rt, "p1") == before
         assert (await rt.send("p1", "approval", {"ok": True})).outcome == "delivered"
+
+
+async def test_a_root_waits_with_its_sub_run_and_a_worker_wakes_it(
+    tmp_path: Path, store: str | None
+) -> None:
+    from little_workflow.runtime import Worker
+
+    async with Runtime(tmp_path / "d", store=store) as rt:
+        with pytest.raises(RunWaitingError) as waiting:
+            await rt.run(HERE / "parent.yaml", {}, run_id="root1")
+        child = waiting.value.waits[0]["runId"]
+        assert isinstance(child, str)
+        assert child != "root1"
+        assert f"send {child} go" in waiting.value.message
+        infos = await rt.events.list_runs()
+        assert await rt.interrupted_runs(infos) == {}  # so recovery leaves it alone
+        assert (await rt.waiting_runs(infos))["root1"]["runId"] == child
+        await rt.send(child, "go", 5)
+        worker = Worker(rt, concurrency=1, lease_seconds=10, poll_interval=0.02)
+        task = asyncio.create_task(worker.run())
+        try:
+            deadline = time.monotonic() + 60
+            while not (await rt.get_state("root1")).finished:
+                assert time.monotonic() < deadline, "timed out"
+                await asyncio.sleep(0.05)
+        finally:
+            worker.stop()
+            report = await task
+        assert report.woken == 1
+        assert (await rt.get_state("root1")).output == {"got": 5}
