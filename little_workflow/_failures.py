@@ -19,7 +19,14 @@ from __future__ import annotations
 
 import asyncio
 
-__all__ = ["SimulatedKill", "error_code", "error_message", "error_names", "is_interruption"]
+__all__ = [
+    "RunParked",
+    "SimulatedKill",
+    "error_code",
+    "error_message",
+    "error_names",
+    "is_interruption",
+]
 
 #: Messages longer than this are cut (a hostile ``__str__`` may return megabytes).
 _MAX_MESSAGE = 2000
@@ -33,6 +40,19 @@ class SimulatedKill(BaseException):
     test's own crash marker. (Crash tests that matter also kill real processes; this is
     for the fast in-process ones.)
     """
+
+
+class RunParked(BaseException):
+    """A run reached a wait that cannot end now (``runtime/_waits.py``): it stops cleanly.
+
+    Not an outcome: nothing records it as a failure, and user code's ``except Exception``
+    does not catch it. Its ``WaitStarted`` is committed before it is raised.
+    """
+
+    def __init__(self, run_id: str, waits: list[dict[str, object]]) -> None:
+        super().__init__(f"run {run_id!r} waits")
+        self.run_id = run_id
+        self.waits = waits
 
 
 def _attribute(exc: BaseException, name: str) -> object:
@@ -82,7 +102,7 @@ def error_message(exc: BaseException) -> str:
 
 def is_interruption(exc: BaseException) -> bool:
     """Whether ``exc`` interrupts the process or this task, rather than being an outcome."""
-    if isinstance(exc, KeyboardInterrupt | SimulatedKill):
+    if isinstance(exc, KeyboardInterrupt | SimulatedKill | RunParked):
         return True
     if isinstance(exc, asyncio.CancelledError):
         try:

@@ -53,6 +53,9 @@ errors (``sqlite3``, ``psycopg``, ``OSError``) are translated at the boundary wi
     ├── PlannerError                         planner_gave_up (no valid workflow in its turns)
     ├── SupervisorError                      supervise_failed (supervise() raised)
     ├── AwaitingAnswerError                  awaiting_answer (suspended on an ask-user prompt)
+    ├── RunWaitingError                      run_waiting (the run waits for an event or a timer)
+    ├── EventRefusedError                    not_waiting (the run finished, or its wait timed out)
+    │   └── EventPayloadError                invalid_event_payload (fails the wait's schema)
     ├── SubprocessError                      subprocess_error (child_failed, child_lost)
     ├── IpcError                             ipc_error (ipc_listen_failed, ipc_address_in_use)
     │   ├── IpcConnectionError               ipc_connection_failed (and ipc_connection_lost)
@@ -85,6 +88,8 @@ __all__ = [
     "ConfigError",
     "ConflictError",
     "CorruptDataError",
+    "EventPayloadError",
+    "EventRefusedError",
     "FrameError",
     "FrameTooLargeError",
     "FunctionNotAllowedError",
@@ -117,6 +122,7 @@ __all__ = [
     "RecordedFailure",
     "RunFailedError",
     "RunInputError",
+    "RunWaitingError",
     "SchemaVersionError",
     "SequenceGapError",
     "StepFailedError",
@@ -767,6 +773,40 @@ class LockTimeoutError(LittleWorkflowError):
     """
 
     code = "lock_timeout"
+
+
+class RunWaitingError(LittleWorkflowError):
+    """The run stopped cleanly at a wait: for an event (``send`` answers it) or a timer.
+
+    Nothing failed and no process or lock holds the run: a ``send``, or the timer, makes it
+    runnable again (a worker wakes it; ``resume`` continues it by hand). ``waits`` lists what
+    it waits for: ``{"path", "event", "since", "wakeAt"}`` each (``event`` is ``None`` for a
+    timer; ``wakeAt`` is a timer's time or a wait's timeout, seconds since the epoch).
+    """
+
+    code = "run_waiting"
+
+    def __init__(self, message: str, *, run_id: str, waits: list[dict[str, object]]) -> None:
+        super().__init__(message)
+        self.run_id = run_id
+        self.waits = waits
+
+
+class EventRefusedError(LittleWorkflowError):
+    """A ``send`` that was refused, with nothing written.
+
+    Code ``not_waiting``: the run no longer waits for the event (it finished, or the wait
+    timed out); ``invalid_event_payload`` (``EventPayloadError``): the payload fails the
+    wait's schema.
+    """
+
+    code = "not_waiting"
+
+
+class EventPayloadError(EventRefusedError):
+    """An event's payload fails the JSON Schema of the wait it is sent to."""
+
+    code = "invalid_event_payload"
 
 
 class LeaseLostError(LittleWorkflowError):

@@ -35,6 +35,7 @@ __all__ = [
     "CodeDrifted",
     "CodePinned",
     "Event",
+    "EventReceived",
     "ForkOrigin",
     "HarnessExecuteStepSucceeded",
     "HarnessModelCalled",
@@ -61,6 +62,8 @@ __all__ = [
     "StepCompleted",
     "StepFailed",
     "SubRunStarted",
+    "WaitCompleted",
+    "WaitStarted",
     "decode_event",
     "encode_event",
 ]
@@ -340,6 +343,52 @@ class SubRunStarted(Event):
     sub_run_id: str
     workflow_name: str
     definition_hash: str
+
+
+# --- waits: events and timers (docs/waits.md) -----------------------------------------
+
+
+@_event
+class WaitStarted(Event):
+    """A run reached a wait: for an event (``event`` set) or a timer (``event`` is ``None``).
+
+    ``wake_at`` (seconds since the epoch) is computed once, here: a timer's time, or an
+    event wait's timeout (``None``: no timeout). A resume reads it back, so a restart, a
+    reboot or another worker never moves it. ``schema`` is the JSON Schema the event's
+    payload must meet (``send`` checks it before writing anything).
+    """
+
+    TYPE = "WaitStarted"
+
+    step_path: str
+    step_id: str
+    kind: str
+    event: str | None = None
+    wake_at: float | None = None
+    schema_: dict[str, JsonValue] | None = pydantic.Field(default=None, alias="schema")
+
+
+@_event
+class EventReceived(Event):
+    """An event sent to the run (``send``), committed to its log; ``key`` makes it once."""
+
+    TYPE = "EventReceived"
+
+    event: str
+    key: str
+    data: JsonValue = None
+    sent_at: float
+
+
+@_event
+class WaitCompleted(Event):
+    """A wait ended: ``outcome`` ``event`` (the received event ``key``), ``timeout`` or ``due``."""
+
+    TYPE = "WaitCompleted"
+
+    step_path: str
+    outcome: Literal["event", "timeout", "due"]
+    key: str | None = None
 
 
 # --- Layer B: outer loops ------------------------------------------------------------

@@ -20,6 +20,9 @@ from little_workflow.cli._runs import _runtime
 from little_workflow.cli._tables import print_table
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from little_workflow.codec import JsonValue
     from little_workflow.events import RecordedEvent
     from little_workflow.runtime import Runtime
     from little_workflow.views import RunReader, RunSummary, RunView
@@ -29,7 +32,7 @@ if TYPE_CHECKING:
 RUN_STATUSES = ("running", "completed", "failed", "cancelled")
 #: What ``runs`` and ``show`` report: a run's logged status, or ``interrupted`` for an
 #: unfinished run nobody drives (``little_workflow.views.INTERRUPTED``).
-REPORTED_STATUSES = (*RUN_STATUSES, "interrupted")
+REPORTED_STATUSES = (*RUN_STATUSES, "interrupted", "waiting")
 
 
 def _when(ts: float) -> str:
@@ -45,7 +48,13 @@ def _duration(seconds: float) -> str:
     "--status",
     type=click.Choice(REPORTED_STATUSES),
     default=None,
-    help="Only runs with this status (interrupted: unfinished, and its process is gone).",
+    help="Only runs with this status (interrupted: unfinished, and its process is gone; "
+    "waiting: parked at a wait for an event or a timer).",
+)
+@click.option(
+    "--waiting",
+    is_flag=True,
+    help="Only runs that wait for an event or a timer (the same as --status waiting).",
 )
 @click.option("--workflow", default=None, help="Only runs of this workflow.")
 @click.option("--limit", type=click.IntRange(min=1), default=50, help="At most this many.")
@@ -66,10 +75,14 @@ def runs(
     limit: int,
     sub_runs: bool,
     stuck: bool,
+    waiting: bool,
     as_json: bool,
 ) -> None:
     """List runs, most recent first: id, workflow, status, steps done, events, started, duration."""
     from little_workflow.views import reported_status
+
+    if waiting:
+        status = "waiting"
 
     if stuck:
         _stuck_runs(options, as_json=as_json)
@@ -92,7 +105,7 @@ def runs(
         (
             summary.run_id,
             summary.workflow or "-",
-            summary.reported_status or "-",
+            _status_text(summary),
             "?" if summary.steps_done is None else str(summary.steps_done),
             str(summary.events),
             _when(summary.created_at),
@@ -104,11 +117,50 @@ def runs(
     print_table(columns, rows, "no runs")
 
 
+def _status_text(summary: RunSummary) -> str:
+    """The status column: a waiting run says what it waits for."""
+    waiting = summary.waiting
+    if waiting is None or summary.finished:
+        return summary.reported_status or "-"
+    event = waiting.get("event")
+    return f"waiting ({'timer' if event is None else f'event {event}'})"
+
+
+def waiting_line(options: Options, run_id: str, waiting: Mapping[str, JsonValue]) -> str:
+    """One line on what a parked run waits for, since when, and how to answer it."""
+    since = waiting.get("since")
+    since_text = _when(float(since)) if isinstance(since, int | float) else "?"
+    wake = waiting.get("wakeAt")
+    wake_text = _when(float(wake)) if isinstance(wake, int | float) else None
+    event = waiting.get("event")
+    if event is None:
+        return f"waiting: a timer (step {waiting.get('path')}) since {since_text}, due {wake_text}"
+    target = str(waiting.get("runId") or run_id)
+    if waiting.get("ready"):
+        return (
+            f"waiting: event {event!r} (step {waiting.get('path')}) arrived; a worker continues "
+            f"the run, or by hand: little-workflow resume {target}"
+        )
+    words = ["little-workflow"]
+    if options.data_dir != Path(".little-workflow"):
+        words += ["--data-dir", str(options.data_dir)]
+    if options.store is not None:
+        words += ["--store", _without_password(options.store)]
+    command = shlex.join([*words, "send", target, str(event), "--data", "JSON"])
+    until = "" if wake_text is None else f" (times out {wake_text})"
+    return (
+        f"waiting: event {event!r} (step {waiting.get('path')}) since {since_text}{until}; "
+        f"answer with: {command}"
+    )
+
+
 def _reader(runtime: Runtime) -> RunReader:
     """The read model over ``runtime``'s store, telling interrupted runs from running ones."""
     from little_workflow.views import RunReader
 
-    return RunReader(runtime.events, interrupted=runtime.interrupted_runs)
+    return RunReader(
+        runtime.events, interrupted=runtime.interrupted_runs, waiting=runtime.waiting_runs
+    )
 
 
 def resume_command(options: Options, run_id: str) -> str:
@@ -289,6 +341,7 @@ def show(options: Options, *, run_id: str, as_json: bool) -> None:
                 "workflow": summary.workflow,
                 "status": summary.reported_status,
                 "interruption": summary.interruption,
+                "waiting": summary.to_json()["waiting"],
                 "resumeCommand": (resume_command(options, run_id) if summary.interrupted else None),
                 "stepsDone": summary.steps_done,
                 "steps": [row.to_json() for row in view.steps],
@@ -327,7 +380,9 @@ def show(options: Options, *, run_id: str, as_json: bool) -> None:
         parents.append(parents[node.depth].add(label))
     console = Console()
     console.print(tree)
-    if summary.interrupted:
+    if summary.waiting is not None:
+        console.print(waiting_line(options, run_id, summary.waiting), markup=False)
+    elif summary.interrupted:
         console.print(
             f"interrupted: {summary.interruption}; nobody drives it. Resume it with: "
             f"{resume_command(options, run_id)}",

@@ -13,6 +13,8 @@ Exit codes (stable, for scripts):
       ``cancel`` was not acted on within ``--wait``, a ``wait`` timed out, or a
       worker's lease on the run was lost
 6     the run was cancelled (by ``cancel``, now or before)
+7     the run waits (for an event or a timer, docs/waits.md): it stopped cleanly, and
+      stderr says what it waits for and the ``send`` command that answers it
 70    internal error (a bug: please report it with ``--debug`` output)
 ====  =========================================================================
 
@@ -54,6 +56,7 @@ EXIT_INVALID = 3
 EXIT_STORAGE = 4
 EXIT_BUSY = 5
 EXIT_CANCELLED = 6
+EXIT_WAITING = 7
 EXIT_INTERNAL = 70
 
 _CLI = "little_workflow.cli."
@@ -182,6 +185,11 @@ COMMANDS: dict[str, LazyCommand] = {
         module=_CLI + "_inspect",
         attr="show",
         summary="Show RUN_ID's steps as a tree: paths, visits, statuses, attempts, timings.",
+    ),
+    "send": LazyCommand(
+        module=_CLI + "_send",
+        attr="send",
+        summary="Send EVENT (with --data) to RUN_ID; committed before this returns.",
     ),
     "submit": LazyCommand(
         module=_CLI + "_workers",
@@ -312,7 +320,26 @@ def execute(
     except Exception as exc:
         if options.debug:
             traceback.print_exc()
+        from little_workflow.errors import RunWaitingError
+
+        if isinstance(exc, RunWaitingError):
+            _waiting(options, exc)
         refuse(exc)
+
+
+def _waiting(options: Options, exc: Any) -> NoReturn:
+    """A run that parked at a wait: what it waits for and how to answer; exit 7."""
+    from little_workflow.cli._inspect import waiting_line
+
+    click.echo(f"run {exc.run_id} is waiting (nothing failed; no process holds it):", err=True)
+    for wait in exc.waits:
+        click.echo(f"  {waiting_line(options, exc.run_id, wait)}", err=True)
+    click.echo(
+        "  a worker (little-workflow worker) wakes it when it is due or answered; "
+        f"or continue it by hand: little-workflow resume {exc.run_id}",
+        err=True,
+    )
+    sys.exit(EXIT_WAITING)
 
 
 def refuse(exc: BaseException) -> NoReturn:

@@ -213,7 +213,8 @@ def worker(
         f"worker {report.worker_id} stopped: {done or 'no run finished'}; "
         f"{report.recovered} recovered, {report.recovery_failures} failed to recover; "
         f"{report.leases_lost} lease(s) lost, {report.released} released, "
-        f"{report.errors} error(s); {report.scheduled} scheduled tick(s) submitted",
+        f"{report.errors} error(s); {report.scheduled} scheduled tick(s) submitted; "
+        f"{report.parked} parked at a wait, {report.woken} waiting run(s) woken",
         err=True,
     )
 

@@ -41,10 +41,12 @@ from little_workflow.lwir._models import (
     OutputStep,
     RetryPolicy,
     SideEffectPolicy,
+    SleepStep,
     Step,
     StepBase,
     SubWorkflowStep,
     ToolStep,
+    WaitStep,
     Workflow,
 )
 from little_workflow.lwir._paths import (
@@ -95,6 +97,7 @@ __all__ = [
     "Reference",
     "RetryPolicy",
     "SideEffectPolicy",
+    "SleepStep",
     "Step",
     "StepBase",
     "StepPath",
@@ -105,6 +108,7 @@ __all__ = [
     "TemplateSyntaxError",
     "Text",
     "ToolStep",
+    "WaitStep",
     "Workflow",
     "branch_key",
     "canonical_definition",

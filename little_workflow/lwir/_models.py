@@ -53,10 +53,12 @@ __all__ = [
     "MapStep",
     "OutputStep",
     "RetryPolicy",
+    "SleepStep",
     "Step",
     "StepBase",
     "SubWorkflowStep",
     "ToolStep",
+    "WaitStep",
     "Workflow",
 ]
 
@@ -559,9 +561,137 @@ class OutputStep(StepBase):
         return [("value", self.value)]
 
 
+_DURATION_TEXT = re.compile(r"^\s*(\d+(\.\d+)?\s*(ms|s|m|h|d|w)\s*)+$")
+
+
+def _check_duration(value: str) -> str:
+    if not _DURATION_TEXT.match(value):
+        raise ValueError(
+            f"{value!r} is not a duration; write a number and a unit, such as 90s, 15m, 2h, "
+            "1h30m or 2d (units: ms, s, m, h, d, w)"
+        )
+    return value
+
+
+def check_json_schema(schema: dict[str, JsonValue]) -> None:
+    """Raise ``ValueError`` if ``schema`` is not a valid JSON Schema."""
+    import jsonschema
+
+    try:
+        jsonschema.validators.validator_for(schema).check_schema(schema)
+    except jsonschema.SchemaError as exc:
+        raise ValueError(f"not a valid JSON Schema: {exc.message}") from None
+
+
+class _WaitBase(StepBase):
+    """A step that stops the run until something happens (docs/waits.md)."""
+
+    #: The step that follows; omitted means the next one in the list (or the end).
+    next: StrictStr | None = None
+    max_visits: StrictInt = Field(default=1, ge=1, le=MAX_VISITS)
+
+    def targets(self) -> list[tuple[str, str]]:
+        """``next``, when given."""
+        return [] if self.next is None else [("next", self.next)]
+
+    @property
+    def visit_limit(self) -> int:
+        """``maxVisits``."""
+        return self.max_visits
+
+
+class WaitStep(_WaitBase):
+    """Waits for an event sent to the run (``little-workflow send``); its payload is the output.
+
+    With ``timeout``, a run that got no event by then goes to ``onTimeout`` (or, without
+    it, on to the next step with output ``null``); the route says which (``event`` or
+    ``timeout``). ``schema``, a JSON Schema, is checked by ``send`` before anything is
+    written.
+    """
+
+    chooses_route: ClassVar[bool] = True
+
+    kind: Literal["wait"] = "wait"
+    #: The event's name (what ``send RUN_ID EVENT`` names).
+    event: StrictStr
+    schema_: dict[str, JsonValue] | None = Field(default=None, alias="schema")
+    #: ``2h``, ``1h30m``, ``2d``: counted from when the run reaches the wait.
+    timeout: StrictStr | None = None
+    #: Where the run goes when the timeout passes first (a step of the same list).
+    on_timeout: StrictStr | None = None
+
+    @field_validator("event")
+    @classmethod
+    def _event(cls, value: str) -> str:
+        if not is_valid_id(value):
+            raise ValueError(
+                f"invalid event name {value!r}: letters, digits and . _ : -, starting with a "
+                "letter or digit"
+            )
+        return value
+
+    @field_validator("timeout")
+    @classmethod
+    def _timeout(cls, value: str | None) -> str | None:
+        return None if value is None else _check_duration(value)
+
+    @field_validator("schema_")
+    @classmethod
+    def _schema(cls, value: dict[str, JsonValue] | None) -> dict[str, JsonValue] | None:
+        if value is not None:
+            check_json_schema(value)
+        return value
+
+    @model_validator(mode="after")
+    def _on_timeout_needs_timeout(self) -> WaitStep:
+        if self.on_timeout is not None and self.timeout is None:
+            raise ValueError("onTimeout needs a timeout")
+        return self
+
+    def targets(self) -> list[tuple[str, str]]:
+        """``next``, when given, and ``onTimeout``, when given."""
+        found = super().targets()
+        return found if self.on_timeout is None else [*found, ("onTimeout", self.on_timeout)]
+
+
+class SleepStep(_WaitBase):
+    """Waits until a time: ``duration`` after the run reaches it, or ``until`` a timestamp.
+
+    The wake-up time is computed once and recorded; the output is that time (ISO 8601, UTC).
+    """
+
+    kind: Literal["sleep"] = "sleep"
+    duration: StrictStr | None = None
+    #: A template that renders to an ISO 8601 timestamp with a time zone (or epoch seconds).
+    until: JsonValue = None
+
+    @field_validator("duration")
+    @classmethod
+    def _duration(cls, value: str | None) -> str | None:
+        return None if value is None else _check_duration(value)
+
+    @model_validator(mode="after")
+    def _one_of(self) -> SleepStep:
+        if (self.duration is None) == (self.until is None):
+            raise ValueError("give exactly one of duration (2h) and until (a timestamp)")
+        return self
+
+    def template_values(self) -> list[tuple[str, JsonValue]]:
+        """``until``."""
+        return [] if self.until is None else [("until", self.until)]
+
+
 #: Any step; pydantic picks the class by ``kind``.
 Step = Annotated[
-    ExecuteStep | ToolStep | AgentStep | DecisionStep | MapStep | SubWorkflowStep | OutputStep,
+    ExecuteStep
+    | ToolStep
+    | AgentStep
+    | DecisionStep
+    | MapStep
+    | SubWorkflowStep
+    | OutputStep
+    | WaitStep
+    | SleepStep,
     Field(discriminator="kind"),
 ]
 

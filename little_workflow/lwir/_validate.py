@@ -171,9 +171,11 @@ class _Checker:
                     continue
                 targets_ok = False
                 self.add(f"{places[i]}.{field_name}", self.unknown_target(target, here))
-            # ``onError`` is a way out on failure: without ``next`` the step still falls
-            # through to the following one.
-            if any(name != "onError" for name, _ in targets) or not step.falls_through:
+            # ``onError`` (on failure) and ``onTimeout`` (a wait's) are ways out: without
+            # ``next`` the step still falls through to the following one.
+            if any(name not in ("onError", "onTimeout") for name, _ in targets) or (
+                not step.falls_through
+            ):
                 continue
             if i + 1 < len(steps):
                 successors[i].append(i + 1)

@@ -16,9 +16,10 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, ParamSpec, Protocol, TypeVar, overload
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, Literal, ParamSpec, Protocol, TypeVar, cast, overload
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from little_workflow.codec import JsonValue, to_json_value
 from little_workflow.errors import ConfigError, InvalidValueError
@@ -33,6 +34,7 @@ from little_workflow.lwir import (
     Workflow,
     branch_key,
 )
+from little_workflow.lwir._models import check_json_schema
 from little_workflow.runtime._code_api import (
     StepSpec,
     WorkflowSpec,
@@ -40,7 +42,8 @@ from little_workflow.runtime._code_api import (
     step_spec,
     workflow_spec,
 )
-from little_workflow.runtime._core import Site
+from little_workflow.runtime._code_waits import code_wait
+from little_workflow.runtime._core import DurableRun, Site
 
 if TYPE_CHECKING:
     from little_workflow.harness._tools import Tool
@@ -51,6 +54,7 @@ P = ParamSpec("P")
 R = TypeVar("R")
 T = TypeVar("T")
 V = TypeVar("V", float, str)
+M = TypeVar("M", bound=BaseModel)
 
 _HERE = "little_workflow"
 
@@ -153,6 +157,11 @@ class Driver(Protocol):
 
     def decide(self, site: Site, step: DecisionStep) -> Awaitable[tuple[str, JsonValue]]:
         """An agent decision's route and output."""
+        ...
+
+    @property
+    def run(self) -> DurableRun:
+        """The core of the pass (waits use it: ``_code_waits``)."""
         ...
 
     def agent(
@@ -487,6 +496,102 @@ class WorkflowContext:
         )
         return _as_decision(self._driver.decide(site, step))
 
+    @overload
+    def wait_for(
+        self,
+        event: str,
+        *,
+        schema: type[M],
+        timeout: timedelta | float | None = None,
+        name: str | None = None,
+        max_visits: int | None = None,
+    ) -> Awaitable[M | None]: ...
+
+    @overload
+    def wait_for(
+        self,
+        event: str,
+        *,
+        schema: Mapping[str, Any] | None = None,
+        timeout: timedelta | float | None = None,
+        name: str | None = None,
+        max_visits: int | None = None,
+    ) -> Awaitable[JsonValue]: ...
+
+    def wait_for(
+        self,
+        event: str,
+        *,
+        schema: type[BaseModel] | Mapping[str, Any] | None = None,
+        timeout: timedelta | float | None = None,
+        name: str | None = None,
+        max_visits: int | None = None,
+    ) -> Awaitable[Any]:
+        """Wait for ``event`` (``little-workflow send RUN_ID EVENT``, ``Runtime.send``); its
+        payload, or ``None`` if ``timeout`` passed first (docs/waits.md).
+
+        ``schema``: a pydantic model (the payload comes back as that model) or a JSON
+        Schema dict; ``send`` refuses a payload that fails it. While it waits the run holds
+        no process: the CLI exits 7, a worker frees the slot. Its path is ``name``
+        (default: the event's name), with ``.visit[N]`` for later calls.
+        """
+        event = checked_name(event, "event")
+        model = schema if isinstance(schema, type) and issubclass(schema, BaseModel) else None
+        if model is not None:
+            json_schema: dict[str, Any] | None = model.model_json_schema()
+        else:
+            json_schema = None if schema is None else dict(cast(Mapping[str, Any], schema))
+            if json_schema is not None:
+                try:
+                    check_json_schema(json_schema)
+                except ValueError as exc:
+                    raise InvalidValueError(f"ctx.wait_for({event!r}): schema: {exc}") from None
+        seconds = _seconds(timeout, "ctx.wait_for timeout")
+        step_name = checked_name(name or event, "wait")
+        site = self._driver.site(
+            step_name, f"{_HERE}:wait/{event}", self._scope, max_visits=max_visits
+        )
+        done = code_wait(
+            self._driver,
+            site,
+            kind="wait",
+            name=step_name,
+            event=event,
+            schema=json_schema,
+            wake_at=lambda: None if seconds is None else time.time() + seconds,
+        )
+        return _payload(done, model)
+
+    def sleep(self, duration: timedelta | float, *, name: str = "sleep") -> Awaitable[None]:
+        """Sleep durably for ``duration`` (a ``timedelta`` or seconds): the wake-up time is
+        recorded when the call is first reached, so a restart never moves it. The run holds
+        no process meanwhile (docs/waits.md)."""
+        seconds = _seconds(duration, "ctx.sleep duration")
+        assert seconds is not None
+        return self._sleep(name, lambda: time.time() + seconds)
+
+    def sleep_until(self, when: datetime, *, name: str = "sleep") -> Awaitable[None]:
+        """Sleep durably until ``when`` (a ``datetime`` with a time zone)."""
+        if not isinstance(when, datetime) or when.tzinfo is None:
+            raise InvalidValueError("ctx.sleep_until needs a datetime with a time zone")
+        at = when.timestamp()
+        return self._sleep(name, lambda: at)
+
+    def _sleep(self, name: str, wake_at: Callable[[], float]) -> Awaitable[None]:
+        # Claimed now, like every call: the position does not depend on when it is awaited.
+        step_name = checked_name(name, "sleep")
+        site = self._driver.site(step_name, f"{_HERE}:sleep", self._scope)
+        done = code_wait(
+            self._driver,
+            site,
+            kind="sleep",
+            name=step_name,
+            event=None,
+            schema=None,
+            wake_at=wake_at,
+        )
+        return _payload(done, None, nothing=True)
+
     def now(self) -> Awaitable[float]:
         """The time (seconds since the epoch), recorded: a later pass gets the same."""
         return self._value("now", time.time, float)
@@ -512,6 +617,26 @@ class WorkflowContext:
                 f"a recorded value is {type(result).__name__}, not {kind.__name__}"
             )
         return result
+
+
+def _seconds(value: timedelta | float | None, what: str) -> float | None:
+    if value is None:
+        return None
+    seconds = value.total_seconds() if isinstance(value, timedelta) else value
+    if isinstance(seconds, bool) or not isinstance(seconds, int | float) or seconds < 0:
+        raise InvalidValueError(f"{what} must be a timedelta or seconds (>= 0), not {value!r}")
+    return float(seconds)
+
+
+async def _payload(
+    done: Awaitable[tuple[JsonValue, str]], model: type[BaseModel] | None, *, nothing: bool = False
+) -> Any:
+    output, route = await done
+    if nothing:
+        return None
+    if route != "event" or model is None:
+        return output
+    return model.model_validate(output)
 
 
 async def _as_decision(decided: Awaitable[tuple[str, JsonValue]]) -> Decision:

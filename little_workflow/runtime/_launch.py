@@ -21,6 +21,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+from little_workflow._failures import RunParked
 from little_workflow.codec import JsonValue
 from little_workflow.errors import ConfigError, RunFailedError, StorageError
 from little_workflow.events import RunResumed, RunStarted, RunStatus
@@ -30,6 +31,7 @@ from little_workflow.runtime._core import DurableRun
 from little_workflow.runtime._datadir import DataDir
 from little_workflow.runtime._state import RunState, fold
 from little_workflow.runtime._tally import counting
+from little_workflow.runtime._waits import note_root_waiting, waiting_error
 from little_workflow.storage import ManagedStorage, PayloadLog
 
 __all__ = [
@@ -226,8 +228,17 @@ class Launcher:
 
     async def drive(self, front: FrontEnd) -> RunResult:
         """Drive ``front`` to the run's end; what it executed and replayed."""
-        with counting() as tally, self.host.sync_threads.bound():
-            output = await front.execute()
+        try:
+            with counting() as tally, self.host.sync_threads.bound():
+                output = await front.execute()
+        except RunParked as parked:
+            if front.run.state.parent_run_id is not None:
+                raise  # the root's caller says what the run tree waits for
+            if parked.run_id != front.run.run_id:
+                # A sub-run waits: the root waits with it (not interrupted), for what the
+                # sub-run waits for (``_wakeups`` wakes the root when the sub-run is due).
+                await note_root_waiting(self.host.kv, front.run.run_id, parked)
+            raise waiting_error(parked, front.run.run_id) from None
         run = front.run
         return RunResult(
             replayed_calls=tally.replayed.total(),

@@ -33,14 +33,16 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from little_workflow.codec import JsonValue
 from little_workflow.durable import FileLock
 from little_workflow.events import RunStatus
-from little_workflow.storage import RunInfo
+from little_workflow.runtime._waits import waiting_key
+from little_workflow.storage import RunInfo, read_many
 
 if TYPE_CHECKING:
     from little_workflow.runtime._host import StoreHost
 
-__all__ = ["interrupted_runs"]
+__all__ = ["interrupted_runs", "waiting_runs"]
 
 # Sub-runs nest at most 32 deep (_workflows._MAX_DEPTH); a longer chain is a corrupt index.
 _MAX_ANCESTORS = 64
@@ -54,9 +56,40 @@ async def interrupted_runs(runtime: StoreHost, runs: Sequence[RunInfo]) -> dict[
     checker = _Checker(runtime)
     await checker.look_at([info.run_id for info in unfinished])
     found: dict[str, str] = {}
+    waiting = await waiting_runs(runtime, unfinished, checker)
     for info in unfinished:
-        if not await checker.driven(info):
+        if info.run_id not in waiting and not await checker.driven(info):
             found[info.run_id] = checker.why(info.run_id)
+    return found
+
+
+async def waiting_runs(
+    runtime: StoreHost, runs: Sequence[RunInfo], checker: _Checker | None = None
+) -> dict[str, dict[str, JsonValue]]:
+    """Of ``runs``, the unfinished ones parked at a wait that no process or lease holds now:
+    run id -> what it waits for (its ``run:waiting:`` record, docs/waits.md).
+
+    A waiting run's queue row may be queued (for a worker to wake it): it still waits.
+    """
+    unfinished = [info for info in runs if info.status is RunStatus.RUNNING]
+    if not unfinished:
+        return {}
+    records = await read_many(runtime.kv, [waiting_key(info.run_id) for info in unfinished])
+    if not records:
+        return {}
+    checker = checker or _Checker(runtime)
+    queue = runtime.store.queue
+    found: dict[str, dict[str, JsonValue]] = {}
+    for info in unfinished:
+        record = records.get(waiting_key(info.run_id))
+        if not isinstance(record, dict):
+            continue
+        await checker.look_at([info.run_id])
+        if info.run_id in checker.shared_held or checker.lock(info.run_id).in_use():
+            continue  # a process drives it now (a resume, a send delivering)
+        if queue is not None and await queue.holder(info.run_id) is not None:
+            continue  # a worker drives it now
+        found[info.run_id] = record
     return found
 
 
@@ -66,7 +99,7 @@ class _Checker:
     def __init__(self, runtime: StoreHost) -> None:
         self._runtime = runtime
         self._store = runtime.store
-        self._shared_held: set[str] = set()
+        self.shared_held: set[str] = set()
         self._attended: set[str] = set()
         self._looked: set[str] = set()
         self._driven: dict[str, bool] = {}
@@ -84,11 +117,11 @@ class _Checker:
 
             if isinstance(self._store.events, PostgresEventLog):
                 held = await held_run_locks(self._store.events.database, wanted)
-                self._shared_held.update(held)
+                self.shared_held.update(held)
         if self._store.queue is not None:
             self._attended.update(await self._store.queue.attended(wanted))
 
-    def _lock(self, run_id: str) -> FileLock:
+    def lock(self, run_id: str) -> FileLock:
         lock = self._locks.get(run_id)
         if lock is None:
             path = self._runtime.data_dir.lock_path("run", run_id)
@@ -107,11 +140,7 @@ class _Checker:
                 break
             chain.append(run_id)
             await self.look_at([run_id])
-            if (
-                run_id in self._shared_held
-                or run_id in self._attended
-                or self._lock(run_id).in_use()
-            ):
+            if run_id in self.shared_held or run_id in self._attended or self.lock(run_id).in_use():
                 driven = True
                 break
             parent = current.parent_run_id
@@ -122,7 +151,7 @@ class _Checker:
 
     def why(self, run_id: str) -> str:
         """One line on a run found interrupted."""
-        owner = self._lock(run_id).owner()
+        owner = self.lock(run_id).owner()
         if owner is None:
             return "nobody holds its lock or a lease on it"
         since = time.strftime("%H:%M:%S", time.localtime(owner.acquired_at))

@@ -81,6 +81,7 @@ from little_workflow.runtime._lwir_steps import (
     run_sub_workflow,
     scope_entry,
 )
+from little_workflow.runtime._lwir_waits import next_after_wait, wait_at
 from little_workflow.runtime._state import RunState
 from little_workflow.runtime._workflows import WorkflowVersion
 
@@ -215,8 +216,8 @@ class LwirWalk:
             result = output
             if isinstance(step, DecisionStep):
                 position = index[step.routes[route]] if route else None
-            else:
-                position = following[position]
+            else:  # the next step, or a wait's ``onTimeout``
+                position = next_after_wait(step, route, index, following[position])
         return result
 
     def _stop_here(self, path: str) -> None:
@@ -274,8 +275,8 @@ class LwirWalk:
             output = await run_agent_step(
                 self._session_run(), step, self._unit(step, site), self._renderer(scope)
             )
-        else:  # pragma: no cover - validation admits no other kind
-            raise ConfigError(f"step kind {step.kind!r} cannot run yet")
+        else:  # a wait or a sleep (docs/waits.md)
+            output, route = await wait_at(run, step, self._unit(step, site), self._renderer(scope))
         run.remember(site, output, route)
         return output, route
 

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from little_workflow.codec import JsonValue
-from little_workflow.errors import LittleWorkflowError
+from little_workflow.errors import LittleWorkflowError, RunWaitingError
 from little_workflow.events import RunStatus
 from little_workflow.ids import validate_id
 from little_workflow.runtime._host import StoreHost
@@ -207,8 +207,9 @@ class Recovery:
         return lock
 
     async def resume(self, run_id: str, lock: RunLock) -> str | None:
-        """Resume ``run_id`` under ``lock`` (released here); its outcome, or ``None`` if
-        it could not be resumed (the failure is recorded, and retried after a backoff)."""
+        """Resume ``run_id`` under ``lock`` (released here); its outcome (``waiting`` if it
+        parked at a wait), or ``None`` if it could not be resumed (the failure is
+        recorded, and retried after a backoff)."""
         runtime = self.runtime
         try:
             try:
@@ -223,6 +224,12 @@ class Recovery:
                 with contextlib.suppress(LittleWorkflowError):
                     await clear_failure(runtime, run_id)
                 return state.status.value
+            if isinstance(error, RunWaitingError):
+                # Woken or recovered to a wait that cannot end yet: it parked again
+                # (docs/waits.md), which is no failure.
+                with contextlib.suppress(LittleWorkflowError):
+                    await clear_failure(runtime, run_id)
+                return "waiting"
             if error is None:  # pragma: no cover - a drive returns only at an end
                 return None
             await self._record(run_id, error)

@@ -39,7 +39,7 @@ from little_workflow.runtime._gc import FINISHED, GcReport, collect_garbage
 from little_workflow.runtime._host import SubRunner
 from little_workflow.runtime._input_check import check_input
 from little_workflow.runtime._launch import Launcher, Program, RunResult, make_run_dirs, result_of
-from little_workflow.runtime._liveness import interrupted_runs
+from little_workflow.runtime._liveness import interrupted_runs, waiting_runs
 from little_workflow.runtime._lwir_program import (
     LwirProgram,
     ReplayResult,
@@ -70,6 +70,8 @@ from little_workflow.runtime._schedules import (
 )
 from little_workflow.runtime._state import RunState, fold, read_state
 from little_workflow.runtime._stuck import StuckRun, find_stuck_runs
+from little_workflow.runtime._waits import SendResult
+from little_workflow.runtime._waits import send as send_event
 from little_workflow.runtime._workflows import WorkflowVersion
 from little_workflow.storage import (
     DEFAULT_QUEUE,
@@ -524,6 +526,16 @@ class Runtime(RunResources):
         validate_id(run_id, what="run id")
         return await cancel_run(self, run_id, reason=reason, wait=wait)
 
+    async def send(
+        self, run_id: str, event: str, data: JsonValue = None, *, key: str | None = None
+    ) -> SendResult:
+        """Send ``event`` with ``data`` to ``run_id``: committed before it returns; the same
+        ``key`` twice delivers once (docs/waits.md). Refused with nothing written:
+        ``EventPayloadError`` (the wait's schema), ``EventRefusedError`` (the run no longer
+        waits for it), ``ConfigError`` ``run_not_found``."""
+        await self.open()
+        return await send_event(self, run_id, event, data, key=key)
+
     async def stuck_runs(self) -> list[StuckRun]:
         """Runs nobody drives that need a look: expired leases, intents without outcome."""
         return await find_stuck_runs(self)
@@ -533,6 +545,12 @@ class Runtime(RunResources):
         -> one line saying why. Derived, never recorded (``runtime/_liveness.py``)."""
         await self.open()
         return await interrupted_runs(self, runs)
+
+    async def waiting_runs(self, runs: Sequence[RunInfo]) -> dict[str, dict[str, JsonValue]]:
+        """Of ``runs``, the ones parked at a wait that nobody drives now: run id -> what it
+        waits for (``{"path", "kind", "event", "since", "wakeAt"}``, docs/waits.md)."""
+        await self.open()
+        return await waiting_runs(self, runs)
 
     async def lease_holder(self, state: RunState) -> str | None:
         """The worker whose live lease covers ``state``'s run (or an ancestor's), if any."""

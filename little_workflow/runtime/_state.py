@@ -18,6 +18,7 @@ from little_workflow.events import (
     CodeDrifted,
     CodePinned,
     Event,
+    EventReceived,
     ForkOrigin,
     HarnessExecuteStepSucceeded,
     HarnessModelCalled,
@@ -43,6 +44,8 @@ from little_workflow.events import (
     StepCompleted,
     StepFailed,
     SubRunStarted,
+    WaitCompleted,
+    WaitStarted,
 )
 
 if TYPE_CHECKING:
@@ -50,10 +53,12 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CallRecord",
+    "ReceivedEvent",
     "RunState",
     "SessionRecord",
     "StepRecord",
     "StepStatus",
+    "WaitRecord",
     "apply",
     "apply_event",
     "fold",
@@ -132,6 +137,38 @@ class SessionRecord:
 
 
 @dataclass(slots=True, kw_only=True)
+class WaitRecord:
+    """A wait the run reached (``WaitStarted``), and how it ended (``WaitCompleted``)."""
+
+    path: str
+    step_id: str
+    kind: str
+    #: The event waited for; ``None`` for a timer.
+    event: str | None
+    #: A timer's time, or an event wait's timeout (seconds since the epoch).
+    wake_at: float | None
+    schema: dict[str, JsonValue] | None
+    #: When the wait began (its ``WaitStarted`` was appended).
+    since: float
+    #: ``None`` while it waits; then ``event``, ``timeout`` or ``due``.
+    outcome: str | None = None
+    #: The received event's key, for outcome ``event``.
+    key: str | None = None
+
+
+@dataclass(slots=True, kw_only=True)
+class ReceivedEvent:
+    """An event sent to the run (``EventReceived``), and the wait that took it, once one did."""
+
+    event: str
+    key: str
+    data: JsonValue
+    sent_at: float
+    seq: int
+    consumed_by: str | None = None
+
+
+@dataclass(slots=True, kw_only=True)
 class RunState:
     """Everything the log says about a run, folded."""
 
@@ -175,6 +212,21 @@ class RunState:
     #: drift was accepted), and every accepted drift: ``(seq, changes)``.
     code_workflow_hash: str | None = None
     code_drifts: list[tuple[int, list[CodeChange]]] = field(default_factory=list)
+    #: Waits by path (docs/waits.md), and the events sent to the run by key, in log order.
+    waits: dict[str, WaitRecord] = field(default_factory=dict)
+    received: dict[str, ReceivedEvent] = field(default_factory=dict)
+
+    @property
+    def pending_waits(self) -> list[WaitRecord]:
+        """The waits the run reached and that have not ended."""
+        return [wait for wait in self.waits.values() if wait.outcome is None]
+
+    def next_event(self, event: str) -> ReceivedEvent | None:
+        """The oldest received ``event`` no wait took yet."""
+        for received in self.received.values():
+            if received.event == event and received.consumed_by is None:
+                return received
+        return None
 
     @property
     def finished(self) -> bool:
@@ -389,6 +441,35 @@ def apply_event(state: RunState, event: Event, seq: int, ts: float) -> RunState:
             call = _call(state, event.session_id, event.call_id, event, seq)
             call.done, call.ok = True, False
             call.error_code, call.message = event.error_code, event.message
+        case WaitStarted():
+            state.waits[event.step_path] = WaitRecord(
+                path=event.step_path,
+                step_id=event.step_id,
+                kind=event.kind,
+                event=event.event,
+                wake_at=event.wake_at,
+                schema=event.schema_,
+                since=ts,
+            )
+        case EventReceived():
+            if event.key not in state.received:
+                state.received[event.key] = ReceivedEvent(
+                    event=event.event,
+                    key=event.key,
+                    data=event.data,
+                    sent_at=event.sent_at,
+                    seq=seq,
+                )
+        case WaitCompleted():
+            wait = state.waits.get(event.step_path)
+            if wait is None:
+                raise CorruptDataError(
+                    f"run {state.run_id!r} seq {seq}: WaitCompleted for {event.step_path!r}, "
+                    "which no WaitStarted began"
+                )
+            wait.outcome, wait.key = event.outcome, event.key
+            if event.key is not None and event.key in state.received:
+                state.received[event.key].consumed_by = event.step_path
         case OuterLoopCycleCompleted():
             if state.outer_loop_result is None:  # the first one is authoritative
                 state.outer_loop_result = event.result

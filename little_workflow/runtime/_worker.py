@@ -42,12 +42,18 @@ import socket
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from little_workflow.errors import LeaseLostError, LittleWorkflowError, RunFailedError
+from little_workflow.errors import (
+    LeaseLostError,
+    LittleWorkflowError,
+    RunFailedError,
+    RunWaitingError,
+)
 from little_workflow.ids import new_id, validate_id
 from little_workflow.runtime._distributed import QueueSubRunner, WorkerHost
 from little_workflow.runtime._recovery import Recovery, RecoveryHost
 from little_workflow.runtime._run_lock import RunLock
 from little_workflow.runtime._schedules import ScheduleHost, Scheduler
+from little_workflow.runtime._wakeups import due_runs, not_before
 from little_workflow.storage import Claim, Fence, RunQueue
 
 __all__ = ["Worker", "WorkerReport"]
@@ -82,6 +88,10 @@ class WorkerReport:
     recovery_failures: int = 0
     #: Runs of schedules' ticks submitted here.
     scheduled: int = 0
+    #: Times a run driven here parked at a wait (its slot freed; docs/waits.md).
+    parked: int = 0
+    #: Waiting runs without a queue row woken here (a timer due, an event arrived).
+    woken: int = 0
 
 
 class Worker:
@@ -128,6 +138,8 @@ class Worker:
             else None
         )
         self._schedule_failures = 0
+        #: Takes and resumes due waiting runs the way recovery does (``_wakeups.py``).
+        self._waker = Recovery(runtime, worker_id=self.worker_id, interval=poll_interval)
         #: Runs recovered here and being driven, under their run locks.
         self._recovering: dict[str, asyncio.Task[None]] = {}
         self._running: dict[str, tuple[Fence, asyncio.Task[None]]] = {}
@@ -167,6 +179,7 @@ class Worker:
                     next_recovery = loop.time() + self._recovery.interval
                 if self._scheduler is not None and loop.time() >= next_schedule:
                     next_schedule = loop.time() + await self._schedule(self._scheduler)
+                await self._wake_due()
                 free = self.concurrency - len(self._running) - len(self._recovering)
                 pause = self.poll_interval
                 if free > 0:
@@ -224,6 +237,30 @@ class Worker:
             # The store is unreachable: the next look tries again.
             _log.warning("worker %s: cannot look for runs to recover: %s", self.worker_id, exc)
 
+    async def _wake_due(self) -> None:
+        """Resume the waiting runs with no queue row whose timer or event came."""
+        free = self.concurrency - len(self._running) - len(self._recovering)
+        if free < 1 or self._stopping.is_set():
+            return
+        try:
+            for run_id in await due_runs(self.runtime):
+                if free < 1:
+                    break
+                if run_id in self._recovering:
+                    continue
+                lock = await self._waker.take(run_id)
+                if lock is None:
+                    continue  # another worker (or a ``resume``) drives it
+                _log.info("worker %s: waking waiting run %s", self.worker_id, run_id)
+                self.report.woken += 1
+                task = asyncio.create_task(
+                    self._drive_recovered(self._waker, run_id, lock), name=f"wake run {run_id}"
+                )
+                self._recovering[run_id] = task
+                free -= 1
+        except LittleWorkflowError as exc:
+            _log.warning("worker %s: cannot look for waiting runs: %s", self.worker_id, exc)
+
     async def _schedule(self, scheduler: Scheduler) -> float:
         """Submit the schedules' due ticks (claimed at the next claim, here or elsewhere);
         the seconds until the next look."""
@@ -244,6 +281,8 @@ class Worker:
             outcome = await recovery.resume(run_id, lock)
             if outcome is None:
                 self.report.recovery_failures += 1
+            elif outcome == "waiting":
+                self.report.parked += 1
             else:
                 self.report.recovered += 1
                 self.report.finished[outcome] = self.report.finished.get(outcome, 0) + 1
@@ -280,6 +319,12 @@ class Worker:
                 outcome = result.status.value
             except RunFailedError as exc:
                 outcome = "cancelled" if exc.cause_code == "cancelled" else "failed"
+            except RunWaitingError as exc:
+                # The run parked at a wait: its slot is free, and its row is claimable
+                # again when its timer or timeout comes (or at once, after a ``send``).
+                await queue.release(fence, not_before=not_before(exc.waits))
+                self.report.parked += 1
+                return
             if await queue.finish(fence, outcome):
                 self.report.finished[outcome] = self.report.finished.get(outcome, 0) + 1
             else:

@@ -21,7 +21,7 @@ Records are written children first, so a reader never finds a parent whose child
 missing; they are immutable, so writing one twice is harmless.
 
 A record also holds ``identities``: every step's identity (``WorkflowVersion.identity``),
-in the order ``_walk`` visits the steps, so a resumed process takes them from the record
+in the order ``walk_steps`` visits the steps, so a resumed process takes them from the record
 instead of dumping and hashing every step again. They are derived data, never part of the
 version id: a record without them (pinned before they were stored) loads as before and
 its identities are computed on first use; one whose list does not fit its definition is
@@ -66,7 +66,7 @@ from little_workflow.lwir._hash import hash_definition
 from little_workflow.lwir._models import TRUSTED_GRAPH
 from little_workflow.storage import StorageAdapter
 
-__all__ = ["WorkflowCatalog", "WorkflowVersion", "edited_version"]
+__all__ = ["WorkflowCatalog", "WorkflowVersion", "edited_version", "walk_steps"]
 
 #: 2: keyed by version id, ``refs`` hold version ids (format 1 held definition hashes).
 _RECORD_FORMAT = 2
@@ -112,8 +112,8 @@ class WorkflowVersion:
         return identity
 
     def identities(self) -> list[str]:
-        """Every step's identity, in ``_walk`` order (what a record stores)."""
-        return [self.identity(step) for step in _walk(self.workflow.steps)]
+        """Every step's identity, in ``walk_steps`` order (what a record stores)."""
+        return [self.identity(step) for step in walk_steps(self.workflow.steps)]
 
     def run_started(
         self,
@@ -181,11 +181,11 @@ def _workflow_references(steps: tuple[Step, ...]) -> Iterator[tuple[str, str]]:
             yield from _workflow_references(step.body)
 
 
-def _walk(steps: tuple[Step, ...]) -> Iterator[Step]:
+def walk_steps(steps: tuple[Step, ...]) -> Iterator[Step]:
     """Every step, nested scopes (a map's body) right after the step that holds them."""
     for step in steps:
         yield step
-        yield from _walk(step.body_steps())
+        yield from walk_steps(step.body_steps())
 
 
 def _is_file(reference: str) -> bool:
@@ -270,7 +270,9 @@ class WorkflowCatalog:
             source=None if source is None else str(source),
             _identities={
                 id(step): identity
-                for step, identity in zip(_walk(workflow.steps), hashed.step_hashes, strict=True)
+                for step, identity in zip(
+                    walk_steps(workflow.steps), hashed.step_hashes, strict=True
+                )
             },
             _definition=hashed.definition,
         )
@@ -390,7 +392,7 @@ def _stored_identities(key: str, workflow: Workflow, stored: JsonValue) -> dict[
     """A record's step identities, keyed as ``WorkflowVersion.identity`` memoizes them."""
     if stored is None:
         return {}  # pinned before identities were stored: computed on first use
-    steps = list(_walk(workflow.steps))
+    steps = list(walk_steps(workflow.steps))
     identities = (
         [item for item in stored if isinstance(item, str)] if isinstance(stored, list) else []
     )

@@ -69,7 +69,7 @@ WITH room AS (
     SELECT * FROM unnest(%(queues)s::text[], %(room)s::int[]) AS r(queue, room)
 ), candidates AS (
     (SELECT run_id, submitted_at, parent_run_id, queue FROM run_queue
-     WHERE state = 'queued'
+     WHERE state = 'queued' AND (not_before IS NULL OR not_before <= {NOW})
         AND (parent_run_id IS NOT NULL OR NOT (queue = ANY(%(queues)s::text[])))
      ORDER BY (parent_run_id IS NULL), submitted_at LIMIT %(limit)s)
     UNION ALL
@@ -77,6 +77,7 @@ WITH room AS (
      FROM room r CROSS JOIN LATERAL (
         SELECT run_id, submitted_at, parent_run_id, queue FROM run_queue
         WHERE state = 'queued' AND parent_run_id IS NULL AND queue = r.queue
+            AND (not_before IS NULL OR not_before <= {NOW})
         ORDER BY submitted_at LIMIT LEAST(r.room, %(limit)s)
      ) q
      WHERE r.room > 0)
@@ -97,7 +98,8 @@ WITH room AS (
     LIMIT %(limit)s
 ), locked AS (
     SELECT q.run_id FROM run_queue q JOIN ready USING (run_id)
-    WHERE q.state = 'queued' OR (q.state = 'leased' AND q.lease_expires_at < {NOW})
+    WHERE (q.state = 'queued' AND (q.not_before IS NULL OR q.not_before <= {NOW}))
+        OR (q.state = 'leased' AND q.lease_expires_at < {NOW})
     FOR UPDATE OF q SKIP LOCKED
 )
 UPDATE run_queue q SET

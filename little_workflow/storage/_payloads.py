@@ -73,6 +73,7 @@ from little_workflow.errors import (
 )
 from little_workflow.events import (
     Event,
+    EventReceived,
     HarnessExecuteStepSucceeded,
     HarnessModelCalled,
     HarnessModelResponded,
@@ -121,6 +122,7 @@ PAYLOAD_FIELDS: Final[dict[type[Event], tuple[str, ...]]] = {
     HarnessToolCallStarted: ("arguments",),
     HarnessToolCallSucceeded: ("result",),
     HarnessSessionCompleted: ("output",),
+    EventReceived: ("data",),
 }
 
 # The same settings as ``codec``'s: compact, non-ASCII kept, NaN refused.

@@ -233,6 +233,11 @@ MIGRATIONS: Final[Sequence[LiteralString]] = (
     );
     CREATE INDEX lw_permits_idx ON lw_permits (kind, name, expires_at);
     """,
+    # 5: a queued run claimable only from ``not_before`` (a run waiting for a timer or an
+    # event, docs/waits.md); NULL: at once.
+    """
+    ALTER TABLE run_queue ADD COLUMN not_before double precision;
+    """,
 )
 
 DEFAULT_MAX_CONNECTIONS: Final = 8

@@ -137,8 +137,13 @@ class RunQueue(Protocol):
         """Mark the run done with ``outcome``; ``False`` if ``fence`` no longer holds it."""
         ...
 
-    async def release(self, fence: Fence) -> bool:
-        """Give the run back (queued again, claimable at once); ``False`` if not held."""
+    async def release(self, fence: Fence, *, not_before: float | None = None) -> bool:
+        """Give the run back (queued again); ``False`` if not held.
+
+        Claimable at once, or with ``not_before`` (seconds since the epoch, the queue's
+        clock) from then on: a run that waits for a timer or an event (docs/waits.md).
+        ``claim_run`` takes a named run whatever its ``not_before``.
+        """
         ...
 
     async def holder(self, run_id: str) -> str | None:

@@ -41,7 +41,8 @@ ON CONFLICT (run_id) DO NOTHING
 _CLAIM: Final = f"""
 WITH ready AS (
     SELECT run_id FROM (
-        (SELECT run_id, submitted_at, parent_run_id FROM run_queue WHERE state = 'queued'
+        (SELECT run_id, submitted_at, parent_run_id FROM run_queue
+         WHERE state = 'queued' AND (not_before IS NULL OR not_before <= {_NOW})
          ORDER BY (parent_run_id IS NULL), submitted_at LIMIT %(limit)s)
         UNION ALL
         (SELECT run_id, submitted_at, parent_run_id FROM run_queue
@@ -52,7 +53,8 @@ WITH ready AS (
     LIMIT %(limit)s
 ), locked AS (
     SELECT q.run_id FROM run_queue q JOIN ready USING (run_id)
-    WHERE q.state = 'queued' OR (q.state = 'leased' AND q.lease_expires_at < {_NOW})
+    WHERE (q.state = 'queued' AND (q.not_before IS NULL OR q.not_before <= {_NOW}))
+        OR (q.state = 'leased' AND q.lease_expires_at < {_NOW})
     FOR UPDATE OF q SKIP LOCKED
 )
 UPDATE run_queue q SET
@@ -92,8 +94,10 @@ UPDATE run_queue SET state = 'done', finished_at = {_NOW}, outcome = %s,
     lease_expires_at = NULL
 WHERE run_id = %s AND lease_token = %s AND state = 'leased'
 """
+# ``not_before``: a run that waits (docs/waits.md) is queued again, claimable from then.
 _RELEASE: Final = """
-UPDATE run_queue SET state = 'queued', worker_id = NULL, lease_expires_at = NULL
+UPDATE run_queue SET state = 'queued', worker_id = NULL, lease_expires_at = NULL,
+    not_before = %s
 WHERE run_id = %s AND lease_token = %s AND state = 'leased'
 """
 _HOLDER: Final = f"""
@@ -244,11 +248,11 @@ class PostgresRunQueue:
             cursor = await conn.execute(_FINISH, [outcome, fence.run_id, fence.token])
             return cursor.rowcount == 1
 
-    async def release(self, fence: Fence) -> bool:
-        """Queue the run again, if ``fence`` still holds it."""
+    async def release(self, fence: Fence, *, not_before: float | None = None) -> bool:
+        """Queue the run again (claimable from ``not_before``), if ``fence`` still holds it."""
         doing = f"release run {fence.run_id!r}"
         async with self._database.connection(doing) as conn:
-            cursor = await conn.execute(_RELEASE, [fence.run_id, fence.token])
+            cursor = await conn.execute(_RELEASE, [not_before, fence.run_id, fence.token])
             return cursor.rowcount == 1
 
     async def holder(self, run_id: str) -> str | None:

@@ -47,6 +47,8 @@ _COLUMNS: Final = (
     "run_id, state, submitted_at, worker_id, lease_token, lease_expires_at, attempts, "
     "finished_at, outcome, queue"
 )
+#: A queued run is claimable once its ``not_before`` (a timer, a wait's timeout) has come.
+_DUE: Final = "(not_before IS NULL OR not_before <= ?)"
 _CANDIDATES: Final = (
     "SELECT run_id, queue, parent_run_id IS NULL, submitted_at, rowid FROM run_queue "
 )
@@ -183,17 +185,17 @@ class SqliteRunQueue:
             # poll: the oldest runs of unlimited queues and sub-runs, the oldest ``room``
             # runs of each limited queue, and the lapsed leases; then in claim order.
             rows = conn.execute(
-                _CANDIDATES + "WHERE state = 'queued' AND (parent_run_id IS NOT NULL "
-                "OR queue NOT IN (SELECT value FROM json_each(?))) "
+                _CANDIDATES + "WHERE state = 'queued' AND " + _DUE + " AND (parent_run_id "
+                "IS NOT NULL OR queue NOT IN (SELECT value FROM json_each(?))) "
                 "ORDER BY (parent_run_id IS NULL), submitted_at, rowid LIMIT ?",
-                (json.dumps(sorted(room)), limit),
+                (now, json.dumps(sorted(room)), limit),
             ).fetchall()
             for name, left in room.items():
                 if left > 0:
                     rows += conn.execute(
-                        _CANDIDATES + "WHERE state = 'queued' AND parent_run_id IS NULL "
-                        "AND queue = ? ORDER BY submitted_at, rowid LIMIT ?",
-                        (name, min(left, limit)),
+                        _CANDIDATES + "WHERE state = 'queued' AND " + _DUE + " AND "
+                        "parent_run_id IS NULL AND queue = ? ORDER BY submitted_at, rowid LIMIT ?",
+                        (now, name, min(left, limit)),
                     ).fetchall()
             if lapsed:
                 rows += conn.execute(
@@ -263,15 +265,15 @@ class SqliteRunQueue:
 
         return await self._database.write(work)
 
-    async def release(self, fence: Fence) -> bool:
-        """Queue the run again, if ``fence`` still holds it."""
+    async def release(self, fence: Fence, *, not_before: float | None = None) -> bool:
+        """Queue the run again (claimable from ``not_before``), if ``fence`` still holds it."""
 
         def work(conn: sqlite3.Connection) -> bool:
             cursor = conn.execute(
                 "UPDATE run_queue SET state = 'queued', worker_id = NULL, "
-                "lease_expires_at = NULL, holder = NULL "
+                "lease_expires_at = NULL, holder = NULL, not_before = ? "
                 "WHERE run_id = ? AND lease_token = ? AND state = 'leased'",
-                (fence.run_id, fence.token),
+                (not_before, fence.run_id, fence.token),
             )
             return cursor.rowcount == 1
 

@@ -111,7 +111,7 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
             stopped_at REAL
         )""",
     ),
-    # Queues and limits (``storage/_limits.py``): each submitted run names its queue; a
+    # 3: queues and limits (``storage/_limits.py``): each submitted run names its queue; a
     # queue's or a model slot's limit is a row of ``lw_limits``; ``lw_limit_starts`` holds
     # the starts (claims, permits) of the last rate period; ``lw_permits`` the permits of
     # limited model slots held now (``holder``: the process, as in ``run_queue``).
@@ -139,6 +139,9 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         ) WITHOUT ROWID""",
         "CREATE INDEX lw_permits_by_name ON lw_permits (kind, name)",
     ),
+    # 4: a queued run claimable only from ``not_before`` (a run waiting for a timer or an
+    # event, docs/waits.md); NULL: at once.
+    ("ALTER TABLE run_queue ADD COLUMN not_before REAL",),
 )
 
 

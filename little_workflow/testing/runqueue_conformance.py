@@ -12,6 +12,7 @@ leases and wait them out (a wait longer than the lease, never an assertion on ti
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
 
@@ -141,6 +142,26 @@ class RunQueueConformance:
         with fenced(claim.fence), pytest.raises(LeaseLostError):
             await log.append("run_child", [_step(2)])
         assert [record.seq for record in await log.read("run_child")] == [1]
+
+    async def test_a_run_released_with_not_before_is_claimed_only_from_then(
+        self, queue_store: Store
+    ) -> None:
+        # A run that waits (docs/waits.md): its row is queued again, claimable from its
+        # timer's time; ``claim_run`` (a send, a parent) takes it whatever the time.
+        queue = _queue(queue_store)
+        await queue.submit("run_nb")
+        (claim,) = await queue.claim("w1", limit=1, lease_seconds=30)
+        assert await queue.release(claim.fence, not_before=time.time() + 0.5)
+        assert await queue.claim("w2", limit=1, lease_seconds=30) == []
+        await asyncio.sleep(0.7)
+        (due,) = await queue.claim("w2", limit=1, lease_seconds=30)
+        assert due.run_id == "run_nb"
+        assert await queue.release(due.fence, not_before=time.time() + 3600)
+        assert await queue.claim("w3", limit=1, lease_seconds=30) == []
+        named = await queue.claim_run("run_nb", "w3", lease_seconds=30)
+        assert named is not None
+        assert await queue.release(named.fence)  # no not-before: claimable at once
+        assert [c.run_id for c in await queue.claim("w4", limit=1, lease_seconds=30)] == ["run_nb"]
 
     async def test_renewing_keeps_a_lease_past_its_first_term(self, queue_store: Store) -> None:
         queue = _queue(queue_store)

@@ -73,7 +73,11 @@ class _Backend:
     @contextlib.asynccontextmanager
     async def lifespan(self, _app: Starlette) -> AsyncIterator[None]:
         await self.runtime.open()
-        self._reader = RunReader(self.runtime.events, interrupted=self.runtime.interrupted_runs)
+        self._reader = RunReader(
+            self.runtime.events,
+            interrupted=self.runtime.interrupted_runs,
+            waiting=self.runtime.waiting_runs,
+        )
         try:
             yield
         finally:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from little_workflow.views._read import (
     INTERRUPTED,
     TERMINAL,
+    WAITING,
     FindInterrupted,
     RunReader,
     RunSummary,
@@ -29,6 +30,7 @@ from little_workflow.views._read import (
 __all__ = [
     "INTERRUPTED",
     "TERMINAL",
+    "WAITING",
     "FindInterrupted",
     "RunReader",
     "RunSummary",

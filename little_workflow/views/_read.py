@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Final, Literal, TypeAlias
+from typing import Any, Final, Literal, TypeAlias, cast
 
 from little_workflow.codec import JsonValue
 from little_workflow.errors import CorruptDataError
@@ -30,6 +30,7 @@ from little_workflow.storage import EventLog, PayloadLog, RunInfo
 __all__ = [
     "INTERRUPTED",
     "TERMINAL",
+    "WAITING",
     "FindInterrupted",
     "RunReader",
     "RunSummary",
@@ -49,19 +50,29 @@ TERMINAL = frozenset({RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED
 #: The status reported for an unfinished run that nobody drives (its process died): derived
 #: when read, never recorded; the log still says ``running``, and a resume makes it so again.
 INTERRUPTED: Final = "interrupted"
+#: The status reported for an unfinished run parked at a wait (an event or a timer) that no
+#: process drives now (docs/waits.md): derived like ``interrupted``.
+WAITING: Final = "waiting"
 
 
-def reported_status(text: str) -> RunStatus | Literal["interrupted"]:
-    """A status filter as a person gives it: a logged status, or ``interrupted``.
+def reported_status(text: str) -> RunStatus | Literal["interrupted", "waiting"]:
+    """A status filter as a person gives it: a logged status, ``interrupted`` or ``waiting``.
 
     Raises ``ValueError`` for anything else.
     """
-    return INTERRUPTED if text == INTERRUPTED else RunStatus(text)
+    if text in (INTERRUPTED, WAITING):
+        return cast(Literal["interrupted", "waiting"], text)
+    return RunStatus(text)
 
 
 #: Of some runs, the unfinished ones nobody drives now: run id -> one line saying why
 #: (``Runtime.interrupted_runs``).
 FindInterrupted: TypeAlias = Callable[[Sequence[RunInfo]], Awaitable[Mapping[str, str]]]
+#: Of some runs, the ones parked at a wait: run id -> what it waits for
+#: (``Runtime.waiting_runs``: ``{"path", "event", "since", "wakeAt", ...}``).
+FindWaiting: TypeAlias = Callable[
+    [Sequence[RunInfo]], Awaitable[Mapping[str, Mapping[str, JsonValue]]]
+]
 
 
 def event_row(record: RecordedEvent) -> dict[str, Any]:
@@ -244,6 +255,9 @@ class RunSummary:
     #: Why nobody drives this unfinished run now, or ``None`` when somebody does (or it
     #: is finished, or nobody looked: a reader without ``interrupted``).
     interruption: str | None = None
+    #: What this run waits for (docs/waits.md), or ``None``: ``{"path", "kind", "event",
+    #: "since", "wakeAt"}`` (``event`` ``None`` for a timer).
+    waiting: Mapping[str, JsonValue] | None = None
 
     @property
     def finished(self) -> bool:
@@ -257,7 +271,10 @@ class RunSummary:
 
     @property
     def reported_status(self) -> str | None:
-        """What ``runs``, ``show`` and the UI call its status: ``interrupted`` or the log's."""
+        """What ``runs``, ``show`` and the UI call its status: ``waiting``, ``interrupted``
+        or the log's."""
+        if self.waiting is not None and not self.finished:
+            return WAITING
         if self.interrupted:
             return INTERRUPTED
         return None if self.status is None else self.status.value
@@ -269,6 +286,7 @@ class RunSummary:
             "workflow": self.workflow,
             "status": self.reported_status,
             "interruption": self.interruption,
+            "waiting": None if self.waiting is None else _waiting_json(self.waiting),
             "parentRunId": self.parent_run_id,
             "events": self.events,
             "stepsDone": self.steps_done,
@@ -277,7 +295,19 @@ class RunSummary:
         }
 
 
-def _summary(info: RunInfo, state: RunState | None, interruption: str | None) -> RunSummary:
+def _waiting_json(record: Mapping[str, JsonValue]) -> dict[str, JsonValue]:
+    return {
+        name: record.get(name)
+        for name in ("path", "kind", "event", "since", "wakeAt", "runId", "ready")
+    }
+
+
+def _summary(
+    info: RunInfo,
+    state: RunState | None,
+    interruption: str | None,
+    waiting: Mapping[str, JsonValue] | None = None,
+) -> RunSummary:
     return RunSummary(
         run_id=info.run_id,
         workflow=info.workflow,
@@ -288,6 +318,7 @@ def _summary(info: RunInfo, state: RunState | None, interruption: str | None) ->
         created_at=info.created_at,
         updated_at=max(info.updated_at, state.updated_at if state is not None else 0.0),
         interruption=interruption,
+        waiting=waiting,
     )
 
 
@@ -412,12 +443,14 @@ class RunReader:
         *,
         cache_size: int = 256,
         interrupted: FindInterrupted | None = None,
+        waiting: FindWaiting | None = None,
     ) -> None:
         self.log = log
         self._cache_size = cache_size
         self._states: OrderedDict[str, RunState] = OrderedDict()
         self._payloads = log if isinstance(log, PayloadLog) else None
         self._interrupted = interrupted
+        self._waiting = waiting
 
     async def state(self, run_id: str) -> RunState:
         """The run's folded state, reading only the events past the cached state.
@@ -444,10 +477,16 @@ class RunReader:
             return {}
         return await self._interrupted(runs)
 
+    async def waits(self, runs: Sequence[RunInfo]) -> Mapping[str, Mapping[str, JsonValue]]:
+        """Of ``runs``, the ones parked at a wait: run id -> what it waits for."""
+        if self._waiting is None:
+            return {}
+        return await self._waiting(runs)
+
     async def summaries(
         self,
         *,
-        status: RunStatus | Literal["interrupted"] | None = None,
+        status: RunStatus | Literal["interrupted", "waiting"] | None = None,
         workflow: str | None = None,
         parent_run_id: str | None = None,
         sub_runs: bool = False,
@@ -456,11 +495,13 @@ class RunReader:
         """Runs matching the filters, most recent first; sub-runs only if ``sub_runs``
         (or when ``parent_run_id`` names their parent).
 
-        ``status`` is the reported one: ``running`` leaves out the interrupted runs,
-        ``interrupted`` keeps only them.
+        ``status`` is the reported one: ``running`` leaves out the interrupted and
+        waiting runs, ``interrupted`` or ``waiting`` keeps only those.
         """
         logged = (
-            None if status is None else RunStatus("running" if status == INTERRUPTED else status)
+            None
+            if status is None
+            else RunStatus("running" if status in (INTERRUPTED, WAITING) else status)
         )
         found = await self.log.list_runs(
             status=logged,
@@ -475,19 +516,39 @@ class RunReader:
         if logged is RunStatus.RUNNING:
             # Which ones are running is known only once each was looked at.
             interrupted = await self.interruptions(wanted)
-            keep = status == INTERRUPTED
-            wanted = [info for info in wanted if (info.run_id in interrupted) is keep][:limit]
+            waits = await self.waits(wanted)
+            wanted = [
+                info
+                for info in wanted
+                if (
+                    INTERRUPTED
+                    if info.run_id in interrupted
+                    else WAITING
+                    if info.run_id in waits
+                    else "running"
+                )
+                == status
+            ][:limit]
         else:
             wanted = wanted[:limit]
             interrupted = await self.interruptions(wanted)
-        return [await self._summarize(info, interrupted.get(info.run_id)) for info in wanted]
+            waits = await self.waits(wanted)
+        return [
+            await self._summarize(info, interrupted.get(info.run_id), waits.get(info.run_id))
+            for info in wanted
+        ]
 
-    async def _summarize(self, info: RunInfo, interruption: str | None) -> RunSummary:
+    async def _summarize(
+        self,
+        info: RunInfo,
+        interruption: str | None,
+        waiting: Mapping[str, JsonValue] | None = None,
+    ) -> RunSummary:
         try:
             state: RunState | None = await self.state(info.run_id)
         except CorruptDataError:
             state = None
-        return _summary(info, state, interruption)
+        return _summary(info, state, interruption, waiting)
 
     async def view(self, run_id: str) -> RunView | None:
         """Everything about one run, or ``None`` if the log has no such run."""
@@ -497,16 +558,17 @@ class RunReader:
         state = await self.state(run_id)
         children = await self.log.list_runs(parent_run_id=run_id)
         interrupted = await self.interruptions([info, *children])
+        waits = await self.waits([info, *children])
         run, steps, sessions = _run_fields(state), step_rows(state), _sessions(state)
         if self._payloads is not None:
             run, steps, sessions = await _resolved(run, steps, sessions, self._payloads.resolve)
         return RunView(
-            summary=_summary(info, state, interrupted.get(run_id)),
+            summary=_summary(info, state, interrupted.get(run_id), waits.get(run_id)),
             run=run,
             steps=steps,
             sessions=sessions,
             sub_runs=[
-                await self._summarize(child, interrupted.get(child.run_id))
+                await self._summarize(child, interrupted.get(child.run_id), waits.get(child.run_id))
                 for child in reversed(children)
             ],
         )

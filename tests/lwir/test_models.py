@@ -18,8 +18,10 @@ from little_workflow.lwir import (
     MapStep,
     OutputStep,
     RetryPolicy,
+    SleepStep,
     SubWorkflowStep,
     ToolStep,
+    WaitStep,
     Workflow,
     canonical_definition,
     definition_hash,
@@ -202,6 +204,8 @@ def test_step_kinds_maps_every_kind() -> None:
         "map": MapStep,
         "workflow": SubWorkflowStep,
         "output": OutputStep,
+        "wait": WaitStep,
+        "sleep": SleepStep,
     }
     assert expected == STEP_KINDS
 

@@ -68,11 +68,11 @@ def test_missing_and_unknown_fields() -> None:
 def test_kind_errors() -> None:
     assert problems(doc({"id": "a", "kind": "exec"}, OUTPUT)) == [
         'steps[0].kind: unknown step kind "exec"; use one of: execute, tool, agent, decision, '
-        "map, workflow, output"
+        "map, workflow, output, wait, sleep"
     ]
     assert problems(doc({"id": "a"}, OUTPUT)) == [
         'steps[0].kind: a step needs a "kind": one of execute, tool, agent, decision, map, '
-        "workflow, output"
+        "workflow, output, wait, sleep"
     ]
 
 

@@ -131,7 +131,7 @@
 
   // --- runs list ---------------------------------------------------------------------
 
-  const STATUSES = ["running", "interrupted", "completed", "failed", "cancelled"];
+  const STATUSES = ["running", "waiting", "interrupted", "completed", "failed", "cancelled"];
 
   function runsPage() {
     document.title = "Runs · little-workflow";
@@ -270,8 +270,8 @@
     function render(payload) {
       const run = payload.run;
       once("head", [run, Math.floor(Date.now() / 60000)], () => slots.head.replaceChildren(...runHead(run)));
-      once("failure", [run.failure, run.interruption], () => slots.failure.replaceChildren(
-        run.failure ? failureBox(run) : run.interruption ? interruptedBox(run) : ""));
+      once("failure", [run.failure, run.interruption, run.waiting], () => slots.failure.replaceChildren(
+        run.failure ? failureBox(run) : run.waiting ? waitingBox(run) : run.interruption ? interruptedBox(run) : ""));
       once("steps", [payload.tree, run.status], () => {
         const count = (status) => payload.steps.filter((s) => stepStatus(s, run) === status).length;
         slots.stepsCount.textContent = [
@@ -333,6 +333,7 @@
   function liveState(status) {
     if (status === "running") return ["on", "Live"];
     if (status === "interrupted") return ["cut", "Interrupted"];
+    if (status === "waiting") return ["wait", "Waiting"];
     return ["off", "Finished"];
   }
 
@@ -372,6 +373,18 @@
       h("strong", null, run.status === "cancelled" ? "Cancelled" : `Failed: ${failure.cause}`),
       failure.stepPath ? [" at ", h("span", { class: "mono" }, failure.stepPath)] : null,
       failure.message ? h("div", { class: "callout-text" }, failure.message) : null);
+  }
+
+  // A run parked at a wait: what it waits for, since when, and the command that answers it.
+  function waitingBox(run) {
+    const w = run.waiting;
+    const target = w.runId || run.runId;
+    return h("div", { class: "callout warn", id: "waiting" },
+      h("strong", null, "Waiting"), w.event ? [" for event ", h("span", { class: "mono" }, w.event)] : " for a timer",
+      " at step ", h("span", { class: "mono" }, w.path), ` since ${when(w.since)}`,
+      w.wakeAt ? (w.event ? `; times out ${when(w.wakeAt)}` : `; due ${when(w.wakeAt)}`) : "",
+      w.event ? h("div", { class: "callout-text" }, "Answer it with: ",
+        h("span", { class: "mono" }, `little-workflow send ${target} ${w.event} --data JSON`)) : null);
   }
 
   function interruptedBox(run) {
