@@ -15,9 +15,9 @@ import random as _random
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Literal, ParamSpec, Protocol, TypeVar, cast, overload
+from typing import TYPE_CHECKING, Any, Literal, ParamSpec, Protocol, TypeVar, overload
 
 from pydantic import BaseModel, ValidationError
 
@@ -32,9 +32,7 @@ from little_workflow.lwir import (
     StepPath,
     ToolStep,
     Workflow,
-    branch_key,
 )
-from little_workflow.lwir._models import check_json_schema
 from little_workflow.runtime._code_api import (
     StepSpec,
     WorkflowSpec,
@@ -42,7 +40,9 @@ from little_workflow.runtime._code_api import (
     step_spec,
     workflow_spec,
 )
-from little_workflow.runtime._code_waits import code_wait
+from little_workflow.runtime._code_places import branch_keys
+from little_workflow.runtime._code_scope import CallScope
+from little_workflow.runtime._code_waits import code_wait, payload, seconds_of, wait_schema
 from little_workflow.runtime._core import DurableRun, Site
 
 if TYPE_CHECKING:
@@ -57,25 +57,6 @@ V = TypeVar("V", float, str)
 M = TypeVar("M", bound=BaseModel)
 
 _HERE = "little_workflow"
-
-
-@dataclass(slots=True)
-class CallScope:
-    """Where a context's calls go: the top level, or one branch of ``ctx.branches``.
-
-    Visits (``name.visit[N]``) and call positions are counted per scope, so the calls of
-    branches running at once never take each other's numbers.
-    """
-
-    #: The branch's path (``review[doc_1]``); ``None`` at the top level.
-    prefix: StepPath | None = None
-    visits: dict[str, int] = field(default_factory=dict)
-    calls: int = 0
-
-    @property
-    def text(self) -> str:
-        """The branch's path as text; ``""`` at the top level."""
-        return "" if self.prefix is None else str(self.prefix)
 
 
 class Driver(Protocol):
@@ -258,7 +239,7 @@ class WorkflowContext:
             raise InvalidValueError(f"map concurrency must be an int from 1, not {concurrency!r}")
         spec = step_spec(fn)
         listed = list(items)
-        keys = _branch_keys(spec.name, listed, key)
+        keys = branch_keys(spec.name, listed, key)
         driver = self._driver
         site = driver.site(
             spec.name, f"{_HERE}:map/{spec.qualified}", self._scope, max_visits=spec.max_visits
@@ -293,7 +274,7 @@ class WorkflowContext:
             raise InvalidValueError(f"concurrency must be an int from 1, not {concurrency!r}")
         map_name = checked_name(name or str(getattr(body, "__name__", "")), "branches")
         listed = list(items)
-        keys = _branch_keys(map_name, listed, key)
+        keys = branch_keys(map_name, listed, key)
         qualified = f"{_HERE}:branches/{getattr(body, '__module__', '')}.{map_name}"
         site = self._driver.site(map_name, qualified, self._scope, max_visits=max_visits)
         return self._driver.branches(
@@ -536,37 +517,23 @@ class WorkflowContext:
         (default: the event's name), with ``.visit[N]`` for later calls.
         """
         event = checked_name(event, "event")
-        model = schema if isinstance(schema, type) and issubclass(schema, BaseModel) else None
-        if model is not None:
-            json_schema: dict[str, Any] | None = model.model_json_schema()
-        else:
-            json_schema = None if schema is None else dict(cast(Mapping[str, Any], schema))
-            if json_schema is not None:
-                try:
-                    check_json_schema(json_schema)
-                except ValueError as exc:
-                    raise InvalidValueError(f"ctx.wait_for({event!r}): schema: {exc}") from None
-        seconds = _seconds(timeout, "ctx.wait_for timeout")
+        model, json_schema = wait_schema(event, schema)
+        seconds = seconds_of(timeout, "ctx.wait_for timeout")
         step_name = checked_name(name or event, "wait")
         site = self._driver.site(
             step_name, f"{_HERE}:wait/{event}", self._scope, max_visits=max_visits
         )
+        wake_at = (lambda: None) if seconds is None else (lambda: time.time() + seconds)
         done = code_wait(
-            self._driver,
-            site,
-            kind="wait",
-            name=step_name,
-            event=event,
-            schema=json_schema,
-            wake_at=lambda: None if seconds is None else time.time() + seconds,
+            self._driver, site, name=step_name, wake_at=wake_at, event=event, schema=json_schema
         )
-        return _payload(done, model)
+        return payload(done, model)
 
     def sleep(self, duration: timedelta | float, *, name: str = "sleep") -> Awaitable[None]:
         """Sleep durably for ``duration`` (a ``timedelta`` or seconds): the wake-up time is
         recorded when the call is first reached, so a restart never moves it. The run holds
         no process meanwhile (docs/waits.md)."""
-        seconds = _seconds(duration, "ctx.sleep duration")
+        seconds = seconds_of(duration, "ctx.sleep duration")
         assert seconds is not None
         return self._sleep(name, lambda: time.time() + seconds)
 
@@ -581,16 +548,8 @@ class WorkflowContext:
         # Claimed now, like every call: the position does not depend on when it is awaited.
         step_name = checked_name(name, "sleep")
         site = self._driver.site(step_name, f"{_HERE}:sleep", self._scope)
-        done = code_wait(
-            self._driver,
-            site,
-            kind="sleep",
-            name=step_name,
-            event=None,
-            schema=None,
-            wake_at=wake_at,
-        )
-        return _payload(done, None, nothing=True)
+        done = code_wait(self._driver, site, name=step_name, wake_at=wake_at)
+        return payload(done, None, nothing=True)
 
     def now(self) -> Awaitable[float]:
         """The time (seconds since the epoch), recorded: a later pass gets the same."""
@@ -619,26 +578,6 @@ class WorkflowContext:
         return result
 
 
-def _seconds(value: timedelta | float | None, what: str) -> float | None:
-    if value is None:
-        return None
-    seconds = value.total_seconds() if isinstance(value, timedelta) else value
-    if isinstance(seconds, bool) or not isinstance(seconds, int | float) or seconds < 0:
-        raise InvalidValueError(f"{what} must be a timedelta or seconds (>= 0), not {value!r}")
-    return float(seconds)
-
-
-async def _payload(
-    done: Awaitable[tuple[JsonValue, str]], model: type[BaseModel] | None, *, nothing: bool = False
-) -> Any:
-    output, route = await done
-    if nothing:
-        return None
-    if route != "event" or model is None:
-        return output
-    return model.model_validate(output)
-
-
 async def _as_decision(decided: Awaitable[tuple[str, JsonValue]]) -> Decision:
     route, output = await decided
     return Decision(route=route, output=output)
@@ -646,18 +585,3 @@ async def _as_decision(decided: Awaitable[tuple[str, JsonValue]]) -> Decision:
 
 async def _as_uuid(text: Awaitable[str]) -> uuid.UUID:
     return uuid.UUID(await text)
-
-
-def _branch_keys(name: str, items: list[T], key: Callable[[T], str | int] | None) -> list[str]:
-    """The branch keys of ``items``: ``key(item)`` (a string or int), else the index."""
-    keys = [str(index) for index in range(len(items))]
-    if key is not None:
-        keys = [
-            branch_key({"key": key(item)}, key="key", index=index)
-            for index, item in enumerate(items)
-        ]
-    if len(set(keys)) != len(keys):
-        raise InvalidValueError(
-            f"map {name!r}: several items have the same key; branch keys must be unique"
-        )
-    return keys

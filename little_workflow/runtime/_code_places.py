@@ -10,12 +10,15 @@ from __future__ import annotations
 import asyncio
 import types
 from collections.abc import Callable, Coroutine
-from typing import Any
+from typing import Any, TypeVar
 
-from little_workflow.lwir import parse_step_path
+from little_workflow.errors import InvalidValueError
+from little_workflow.lwir import branch_key, parse_step_path
 from little_workflow.runtime._core import first_failure
 
-__all__ = ["all_branches", "call_place", "call_position", "scope_of"]
+T = TypeVar("T")
+
+__all__ = ["all_branches", "branch_keys", "call_place", "call_position", "scope_of"]
 
 
 async def all_branches(
@@ -59,3 +62,18 @@ def scope_of(path: str) -> str:
         return path  # a ``ctx.map`` branch: a scope of its own
     parent = parsed.parent
     return "" if parent is None else str(parent)
+
+
+def branch_keys(name: str, items: list[T], key: Callable[[T], str | int] | None) -> list[str]:
+    """The branch keys of ``items``: ``key(item)`` (a string or int), else the index."""
+    keys = [str(index) for index in range(len(items))]
+    if key is not None:
+        keys = [
+            branch_key({"key": key(item)}, key="key", index=index)
+            for index, item in enumerate(items)
+        ]
+    if len(set(keys)) != len(keys):
+        raise InvalidValueError(
+            f"map {name!r}: several items have the same key; branch keys must be unique"
+        )
+    return keys

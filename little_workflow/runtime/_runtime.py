@@ -102,25 +102,15 @@ class Runtime(RunResources):
     ``Workflow``) may also name a function to import, unless ``import_functions=False``;
     a workflow computed at run time (``run_goal``'s plan, any ``definition:``) may call
     registered functions only, whatever ``import_functions`` says (README, "Trust
-    model"). ``sleep`` replaces
-    ``asyncio.sleep`` for retry backoff (tests make it instant). ``crash_after_events``
-    and ``faults`` are fault injection for crash tests (see ``_faults``).
+    model"). ``sleep`` replaces ``asyncio.sleep`` for retry backoff (tests make it
+    instant); ``crash_after_events`` and ``faults`` inject faults (``_faults``).
 
-    Payloads (step outputs, tool results, model requests and responses) whose JSON is
-    over ``inline_payload_bytes`` are stored once in the store's blob store and
-    referenced from the log; one over ``max_payload_bytes`` (64 MiB by default) raises
-    ``PayloadTooLargeError`` at its step and leaves the run resumable (see
-    ``storage.PayloadLog`` and docs/blobs.md).
-
-    ``on_code_drift`` says what resuming a code-first run whose code changed since it
-    was pinned does: ``"accept"`` (go on with the new code as long as it replays the
-    log, recording ``code.drifted``) or ``"refuse"`` (``CodeDriftError``, nothing
-    written); docs/code-first.md, "Versioning".
-
-    Sync user code (step, decision and tool functions, ``supervise`` and ``reconcile``
-    hooks) runs in a pool of at most ``sync_threads`` threads, so that it never blocks
-    the event loop; async code runs on the loop (docs/runtime.md, "Sync code runs in
-    threads").
+    A payload over ``inline_payload_bytes`` goes to the blob store; one over
+    ``max_payload_bytes`` raises ``PayloadTooLargeError`` at its step (docs/blobs.md).
+    ``on_code_drift``: resuming a code-first run whose code changed ``"accept"``s it
+    (``code.drifted``) or ``"refuse"``s it (``CodeDriftError``; docs/code-first.md).
+    Sync user code runs in a pool of ``sync_threads`` threads, never on the event loop
+    (docs/runtime.md, "Sync code runs in threads").
     """
 
     # --- runs -------------------------------------------------------------------------
@@ -602,8 +592,7 @@ class Runtime(RunResources):
     # --- checks -----------------------------------------------------------------------
 
     def check_callables(self, version: WorkflowVersion, *, trusted: bool | None = None) -> None:
-        """Fail before anything is written if a step names a function or tool we lack
-        (``_lwir_program.check_callables``)."""
+        """Fail before anything is written if a step names a function or tool we lack."""
         check_callables(self, version, trusted=trusted)
 
     def available_workflows(self, version: WorkflowVersion, step: AgentStep) -> dict[str, str]:
