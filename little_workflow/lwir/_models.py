@@ -574,13 +574,13 @@ def _check_duration(value: str) -> str:
 
 
 def check_json_schema(schema: dict[str, JsonValue]) -> None:
-    """Raise ``ValueError`` if ``schema`` is not a valid JSON Schema."""
-    import jsonschema
+    """Raise ``ValueError`` if ``schema`` is not a JSON Schema this project can check
+    (``lwir/_jsonschema.py``: the one validator, for run inputs and event payloads)."""
+    from little_workflow.lwir._jsonschema import schema_problems
 
-    try:
-        jsonschema.validators.validator_for(schema).check_schema(schema)
-    except jsonschema.SchemaError as exc:
-        raise ValueError(f"not a valid JSON Schema: {exc.message}") from None
+    problems = schema_problems(schema, where="schema")
+    if problems:
+        raise ValueError(f"not a valid JSON Schema: {'; '.join(map(str, problems))}")
 
 
 class _WaitBase(StepBase):

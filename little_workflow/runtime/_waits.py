@@ -163,17 +163,13 @@ def check_payload(schema: dict[str, JsonValue] | None, data: JsonValue, *, where
     """Raise ``EventPayloadError`` (with the schema's error) if ``data`` fails ``schema``."""
     if schema is None:
         return
-    import jsonschema
+    from little_workflow.lwir._jsonschema import schema_problems, validate
 
-    try:
-        jsonschema.validate(data, schema)
-    except jsonschema.ValidationError as exc:
-        place = "/".join(str(part) for part in exc.absolute_path) or "<root>"
-        raise EventPayloadError(
-            f"{where}: the payload fails the wait's schema at {place}: {exc.message}"
-        ) from None
-    except jsonschema.SchemaError as exc:
-        raise EventPayloadError(f"{where}: the wait's schema is invalid: {exc.message}") from None
+    if problems := schema_problems(schema, where="schema"):
+        raise EventPayloadError(f"{where}: the wait's schema is invalid: {problems[0]}")
+    if problems := validate(data, schema, where="payload"):
+        shown = "; ".join(map(str, problems[:3]))
+        raise EventPayloadError(f"{where}: the payload fails the wait's schema: {shown}")
 
 
 # --- the driver's side --------------------------------------------------------------
