@@ -111,6 +111,9 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
             stopped_at REAL
         )""",
     ),
+    # Event checksums (``_checksum.py``): NULL in the rows written before, which are
+    # read unverified; every append from here on fills it.
+    ("ALTER TABLE events ADD COLUMN checksum INTEGER",),
 )
 
 
