@@ -19,6 +19,7 @@ from little_workflow.lwir import DecisionStep, MapStep, StepBase, StepPath, bran
 from little_workflow.runtime._core import Arguments, DurableRun, StepFailure
 
 if TYPE_CHECKING:
+    from little_workflow._secrets import Secrets
     from little_workflow.harness._redaction import Redaction
 
 __all__ = [
@@ -98,14 +99,18 @@ class ToolCallRecords:
     (docs/harness.md).
     """
 
-    def __init__(self, path: str, tool: str, redaction: Redaction | None) -> None:
+    def __init__(
+        self, path: str, tool: str, redaction: Redaction | None, *, sink: Secrets | None = None
+    ) -> None:
         self.path = path
         self.tool = tool
         self.redactor = None
         if redaction is not None and not redaction.is_empty:
             from little_workflow.harness._redaction import Redactor
 
-            self.redactor = Redactor({tool: redaction})
+            # The run's secrets learn what this step redacts: its writer scrubs them from
+            # the step's other events (a failed attempt's message quoting an argument).
+            self.redactor = Redactor({tool: redaction}, sink=sink)
 
     @staticmethod
     def call_id(attempt: int) -> str:

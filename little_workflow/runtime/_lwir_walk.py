@@ -423,7 +423,7 @@ class LwirWalk:
         outbox = self._outbox(step, site, scope, tool)
         run = self.run
         unit = self._unit(step, site, outbox)
-        records = ToolCallRecords(path, step.tool, tool.redaction)
+        records = ToolCallRecords(path, step.tool, tool.redaction, sink=run.writer.secrets)
 
         def call(attempt: int, current: Arguments) -> Awaitable[Any]:
             return tool.invoke(current or {}, ctx=run.context(unit, attempt))
