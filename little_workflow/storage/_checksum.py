@@ -98,13 +98,23 @@ def event_checksum(run_id: str, seq: int, type_name: str, ts: float, data: str) 
 Row = tuple[int, str, float, str, int | None]
 
 
-def check_row(run_id: str, row: Row, *, checked_before: bool, where: str) -> bool:
-    """Raise ``CorruptDataError`` unless the row matches its checksum.
+def check_row(
+    run_id: str, row: Row, *, expected_seq: int, checked_before: bool, where: str
+) -> bool:
+    """Raise ``CorruptDataError`` unless the row is the ``expected_seq`` one and matches its
+    checksum.
 
     Returns whether the row carried one. ``checked_before``: an earlier row of this read
-    did, so this one must too (see the module docstring).
+    did, so this one must too (see the module docstring). A run's seqs are 1, 2, 3, ...
+    with no gap (both backends reserve them under a lock), so a row missing from the
+    middle of the log is corrupt data too, not a shorter history.
     """
     seq, type_name, ts, data, checksum = row
+    if seq != expected_seq:
+        raise CorruptDataError(
+            f"run {run_id!r} seq {expected_seq} in {where}: the event is missing (the next "
+            f"one stored is seq {seq}); the log was changed after it was written"
+        )
     if checksum is None:
         if checked_before:
             raise CorruptDataError(

@@ -279,9 +279,11 @@ class PostgresEventLog(_Backend):
         where = self._database.description
         checked = False
         records: list[RecordedEvent] = []
-        for row in rows:
+        for expected, row in enumerate(rows, start=max(after, 0) + 1):
             # Checked before it is decoded: a changed row raises, and nothing is returned.
-            checked = check_row(run_id, row, checked_before=checked, where=where)
+            checked = check_row(
+                run_id, row, expected_seq=expected, checked_before=checked, where=where
+            )
             seq, type_name, ts, data, _ = row
             records.append(
                 RecordedEvent(

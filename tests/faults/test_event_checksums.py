@@ -124,12 +124,12 @@ async def test_a_changed_row_is_corrupt_data_and_resume_writes_nothing(
                 (seq,),
             )
         elif column == "seq":
-            # The last row moved past the end (seq + 256: one bit of the integer).
+            # The last row moved past the end (seq + 256: one bit of the integer): the
+            # seq it had is missing now.
             seq = max(row[1] for row in rows(store))
             conn.execute(
                 "UPDATE events SET seq = seq + 256 WHERE run_id = 'run-1' AND seq = ?", (seq,)
             )
-            seq += 256
         else:
             statement, change = DAMAGE[column]
             (value,) = conn.execute(
@@ -145,7 +145,7 @@ async def test_a_changed_row_is_corrupt_data_and_resume_writes_nothing(
             await rt.resume("run-1")
     for error in (read.value, resumed.value):
         assert f"run 'run-1' seq {seq}" in str(error)
-        assert "checksum" in str(error)
+        assert ("is missing" if column == "seq" else "checksum") in str(error)
 
     shown = cli(tmp_path / "data", "--store", store, "resume", "run-1")
     assert shown.returncode == STORAGE_ERROR, shown.stderr
@@ -168,6 +168,15 @@ async def test_a_row_without_a_checksum_after_one_with_it_is_corrupt(
         with pytest.raises(
             CorruptDataError, match=f"run 'run-1' seq {last} in .*: the event has no checksum"
         ):
+            await rt.events.read("run-1")
+
+
+async def test_a_row_missing_from_the_middle_is_corrupt(tmp_path: Path, store: str) -> None:
+    seq = crashed_run(tmp_path, store)
+    with raw(store) as conn:
+        conn.execute("DELETE FROM events WHERE run_id = 'run-1' AND seq = ?", (seq - 1,))
+    async with Runtime(tmp_path / "data", store=store) as rt:
+        with pytest.raises(CorruptDataError, match=f"run 'run-1' seq {seq - 1} in .* is missing"):
             await rt.events.read("run-1")
 
 
