@@ -11,12 +11,18 @@ appends, whichever event carries the value: a redacted value reaches no stored b
 The check costs nothing while a run has no secrets (most runs). With secrets, each event
 is encoded once more and searched; only an event that holds one is rebuilt, its string
 values scrubbed (object keys never are), so that it still validates.
+
+Sub-runs share their parent's ``Secrets`` (``FAMILY_SECRETS``, set in the parent's walk
+task and read when a run in it is created): a value redacted in the parent and handed to a
+sub-workflow as input is scrubbed from the sub-run's log too. A sub-run a worker process
+runs has its own: secrets are never written anywhere to be shared.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
+from contextvars import ContextVar
 from typing import TYPE_CHECKING
 
 from little_workflow.codec import JsonValue
@@ -24,7 +30,7 @@ from little_workflow.codec import JsonValue
 if TYPE_CHECKING:
     from little_workflow.events import Event
 
-__all__ = ["MIN_SCRUBBED_CHARS", "REDACTED", "Secrets"]
+__all__ = ["FAMILY_SECRETS", "MIN_SCRUBBED_CHARS", "REDACTED", "Secrets"]
 
 #: What a redacted value is stored as.
 REDACTED = "[REDACTED]"
@@ -89,3 +95,8 @@ class Secrets:
             fields = self.scrub(event.model_dump(mode="json", by_alias=True))
             scrubbed[index] = type(event).model_validate(fields)
         return events if scrubbed is None else scrubbed
+
+
+#: The ``Secrets`` of the run whose walk this task is part of: a run created inside it (a
+#: sub-run) shares them (see the module docstring).
+FAMILY_SECRETS: ContextVar[Secrets | None] = ContextVar("little_workflow_secrets", default=None)

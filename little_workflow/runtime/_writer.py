@@ -50,7 +50,7 @@ import logging
 import time
 from collections.abc import Sequence
 
-from little_workflow._secrets import Secrets
+from little_workflow._secrets import FAMILY_SECRETS, Secrets
 from little_workflow.events import Event
 from little_workflow.runtime._faults import CrashAfterEvents
 from little_workflow.runtime._state import RunState, apply_event
@@ -93,7 +93,8 @@ class RunWriter:
         self._leader: asyncio.Task[None] | None = None
         #: Redacted values this run's tools gave up: scrubbed from every event appended
         #: (``little_workflow._secrets``), whichever event carries them.
-        self.secrets = Secrets()
+        family = FAMILY_SECRETS.get()
+        self.secrets = Secrets() if family is None else family
 
     def _fold(self, events: Sequence[Event], first_seq: int) -> None:
         now = time.time()

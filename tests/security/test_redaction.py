@@ -190,6 +190,28 @@ async def test_a_model_echoing_a_redacted_value_stores_none(
     assert stored_secrets(data, store, service) == []
 
 
+async def test_a_sub_run_handed_a_redacted_value_stores_none(tmp_path: Path) -> None:
+    """The echoed token goes on as a sub-workflow's input: the sub-run's log (its
+    ``RunStarted`` input, its output) stores it redacted too, and the sub-run's result, read
+    from its log, is the redacted form."""
+    service = Service()
+    model = Echo(service)
+    data = tmp_path / "data"
+    options: dict[str, Any] = {
+        "model_slots": {"main": ModelSlot(provider=model.provider(), model="m")},
+        "tools": [service.tool],
+        "sleep": FakeSleep(),
+    }
+    async with Runtime(data, **options) as rt:
+        result = await rt.run(FLOW.with_name("login_sub.yaml"), {"user": "ada"}, run_id="run_sub")
+        [child] = await rt.events.list_runs(parent_run_id="run_sub")
+        started = of_type(await rt.events.read(child.run_id), "RunStarted")
+    # What a sub-run returns is what it stored: the redacted form.
+    assert result.output == f"logged in; your session is {REDACTED}"
+    assert started[0].input == {"answer": f"logged in; your session is {REDACTED}"}
+    assert _secrets_in(data, service) == []
+
+
 def test_a_redaction_rule_is_typed() -> None:
     with pytest.raises(ToolDefinitionError):
         Redaction(arguments="password")  # type: ignore[arg-type]
