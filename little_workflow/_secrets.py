@@ -49,9 +49,12 @@ class Secrets:
         self._ordered: list[str] = []
         # How each appears inside encoded JSON (escaped), to find it in an event's text.
         self._encoded: list[str] = []
+        #: Whether there is any secret: an attribute, not ``__bool__`` alone, because the
+        #: run's writer looks at every append (a method call costs as much as the rest).
+        self.active = False
 
     def __bool__(self) -> bool:
-        return bool(self._ordered)
+        return self.active
 
     def learn(self, found: Iterable[str]) -> None:
         """Remember the values in ``found`` long enough to be searched for."""
@@ -61,6 +64,7 @@ class Secrets:
             self._ordered = sorted(self._known, key=len, reverse=True)
             self._encoded = [json.dumps(s, ensure_ascii=False)[1:-1] for s in self._ordered]
             self._encoded += [json.dumps(s)[1:-1] for s in self._ordered if not s.isascii()]
+            self.active = True
         if self._sink is not None and new:
             self._sink.learn(new)
 

@@ -104,7 +104,7 @@ class RunWriter:
 
     async def append(self, events: Sequence[Event], *, sync: bool) -> None:
         """Append ``events``: durably now (``sync=True``), or write-behind."""
-        if self.secrets:
+        if self.secrets.active:
             # Before the fold too: the state is what a resume rebuilds from the log.
             events = self.secrets.scrub_events(events)
         if sync:
