@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import struct
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -24,6 +24,8 @@ from psycopg import sql
 
 from little_workflow.errors import CorruptDataError
 from little_workflow.runtime import Runtime
+from little_workflow.storage import _postgres_db as postgres_db
+from little_workflow.storage import _sqlite_db as sqlite_db
 from little_workflow.storage import parse_store_url
 from little_workflow.storage._checksum import FOLD_SQL, event_checksum, fold
 from tests.runtime.support import cli
@@ -198,6 +200,74 @@ async def test_rows_written_before_checksums_read_unverified(tmp_path: Path, sto
     for run_id, seq, type_name, ts, data, checksum in after:
         if seq not in legacy:
             assert checksum == event_checksum(run_id, seq, type_name, ts, data)
+
+
+def _checksum_migration(kind: str) -> int:
+    """The index of the migration that adds checksums (the lead may renumber it)."""
+    migrations: Sequence[object] = (
+        sqlite_db.MIGRATIONS if kind == "sqlite" else postgres_db.MIGRATIONS
+    )
+    [index] = [i for i, script in enumerate(migrations) if "checksum" in str(script)]
+    return index
+
+
+async def test_a_store_from_before_checksums_upgrades_and_resumes(
+    tmp_path: Path, store: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A store as the version before wrote it (its schema without checksums, its rows):
+    ``db upgrade`` migrates it and counts the rows it leaves unverified, the run they
+    belong to resumes, and what it appends carries checksums."""
+    spec = parse_store_url(store)
+    source = f"sqlite:///{tmp_path}/source.db" if spec.kind == "sqlite" else store
+    crashed_run(tmp_path, source)
+    tables = ("kv", "runs", "events")
+    columns = {"kv": "*", "runs": "*", "events": "run_id, seq, type, ts, data"}
+    with raw(source) as conn:
+        copied = {t: conn.execute(f"SELECT {columns[t]} FROM {t}").fetchall() for t in tables}
+    old = f"sqlite:///{tmp_path}/old.db" if spec.kind == "sqlite" else store + "_old"
+    kind = parse_store_url(old).kind
+    with monkeypatch.context() as patch:
+        # The schema as the version before made it: every migration before this one.
+        mine = _checksum_migration(kind)
+        if kind == "sqlite":
+            patch.setattr(sqlite_db, "MIGRATIONS", sqlite_db.MIGRATIONS[:mine])
+            database: Any = await sqlite_db.SqliteDatabase.open(parse_store_url(old))
+        else:
+            patch.setattr(postgres_db, "MIGRATIONS", postgres_db.MIGRATIONS[:mine])
+            database = await postgres_db.PostgresDatabase.open(parse_store_url(old))
+        await database.close()
+    with raw(old) as conn:
+        for table in tables:
+            for row in copied[table]:
+                marks = ", ".join("?" for _ in row)
+                names = "" if columns[table] == "*" else f" ({columns[table]})"
+                conn.execute(f"INSERT INTO {table}{names} VALUES ({marks})", tuple(row))
+    try:
+        upgraded = cli(tmp_path / "old-data", "--store", old, "db", "upgrade", "--json")
+        assert upgraded.returncode == 0, upgraded.stderr
+        report = json.loads(upgraded.stdout)
+        assert report["before"]["version"] == mine
+        assert report["after"]["unverifiedEvents"] == len(copied["events"])
+        async with Runtime(tmp_path / "old-data", store=old) as rt:
+            result = await rt.resume("run-1")
+        assert result.output == f"hello {NAME}"
+        after = rows(old)
+        legacy = {row[1] for row in copied["events"]}
+        assert {row[1] for row in after if row[5] is None} == legacy
+        assert len(after) > len(legacy)
+        for run_id, seq, type_name, ts, data, checksum in after:
+            if seq not in legacy:
+                assert checksum == event_checksum(run_id, seq, type_name, ts, data)
+    finally:
+        if kind == "postgres":
+            old_spec = parse_store_url(old)
+            assert old_spec.conninfo is not None
+            with psycopg.connect(old_spec.conninfo, autocommit=True) as pg:
+                pg.execute(
+                    sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(
+                        sql.Identifier(old_spec.schema)
+                    )
+                )
 
 
 async def test_the_fold_is_the_same_in_sql_and_python(postgres_url: str) -> None:
