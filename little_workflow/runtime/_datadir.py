@@ -23,7 +23,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from little_workflow.errors import DataDirPermissionsError, StorageUnavailableError
+from little_workflow.errors import StorageUnavailableError
 from little_workflow.ids import validate_id
 from little_workflow.storage import SQLITE_DEFAULT_FILENAME
 from little_workflow.storage._dirs import make_private_dirs, make_private_tree
@@ -55,8 +55,9 @@ class DataDir:
         """Create the directory and its layout if missing; owner-only permissions.
 
         An existing directory open to other users (an earlier version's 0755 and 0644,
-        or one made by hand) is made private: group and other bits off everything this
-        process owns below it; ``DataDirPermissionsError`` for a path it cannot change.
+        or one made by hand) is made private: group and other bits off it and off what
+        the program made in it; ``DataDirPermissionsError`` for a path this process does
+        not own or cannot change.
         """
         try:
             # Every level made here is private, not only the last (``mkdir -p`` would
@@ -68,8 +69,6 @@ class DataDir:
                 make_private_tree(self.root, _OWN_ENTRIES)
             for name in _SUBDIRECTORIES:
                 (self.root / name).mkdir(mode=0o700, exist_ok=True)
-        except DataDirPermissionsError:
-            raise
         except OSError as exc:
             raise StorageUnavailableError(
                 f"cannot create the data directory {str(self.root)!r}: {exc}"
