@@ -249,7 +249,7 @@ class SqliteEventLog:
         where = repr(str(self.db.path))
         checked = False
         records: list[RecordedEvent] = []
-        for expected, row in enumerate(rows, start=after + 1):
+        for expected, row in enumerate(rows, start=max(after, 0) + 1):
             # Checked before it is decoded: a changed row raises, and nothing is returned.
             checked = check_row(
                 run_id, row, expected_seq=expected, checked_before=checked, where=where
