@@ -15,7 +15,7 @@ by the writer in Python on both backends; the fold part by the writer on SQLite 
 Why CRC32: it is what finds accidental change (a bit flipped on disk or in memory, a
 byte overwritten by a stray write, a row edited by hand): every change confined to 32
 consecutive bits of the hashed bytes (so any one changed byte) is detected, and any other
-change with probability 1 - 2^-32. It costs about one instruction per byte in zlib.
+change with probability 1 - 2^-32. It costs a few instructions per byte in zlib.
 Rejected: a cryptographic hash (SHA-256, BLAKE2): 5-15 times the instructions, and no
 defence gained against deliberate tampering, since anyone who can rewrite a row can
 recompute any unkeyed checksum beside it; a keyed MAC needs a key, and a key kept beside
