@@ -39,6 +39,7 @@ errors (``sqlite3``, ``psycopg``, ``OSError``) are translated at the boundary wi
     │   └── InvalidAddressError              ipc_address_invalid
     ├── StorageError                         storage_error
     │   ├── StorageUnavailableError          storage_unavailable
+    │   │   └── DataDirPermissionsError      data_dir_permissions (others can read; not ours)
     │   ├── StorageBusyError                 storage_busy
     │   ├── ConflictError                    conflict
     │   ├── CorruptDataError                 corrupt_data
@@ -88,6 +89,7 @@ __all__ = [
     "ConfigError",
     "ConflictError",
     "CorruptDataError",
+    "DataDirPermissionsError",
     "EventPayloadError",
     "EventRefusedError",
     "FrameError",
@@ -468,6 +470,20 @@ class StorageUnavailableError(StorageError):
     """The backend could not be reached or opened (server down, permission denied, ...)."""
 
     code = "storage_unavailable"
+
+
+class DataDirPermissionsError(StorageUnavailableError):
+    """A path in the data directory lets other users in, and this process cannot make it
+    private: it is owned by another user, or its file system refuses ``chmod``.
+
+    ``path`` is the path; the message gives the ``chmod`` command that fixes it.
+    """
+
+    code = "data_dir_permissions"
+
+    def __init__(self, message: str, *, path: str) -> None:
+        super().__init__(message)
+        self.path = path
 
 
 class ConflictError(StorageError):

@@ -19,12 +19,15 @@ def _store(options: Options) -> str:
 
 
 def _describe(status: SchemaStatus) -> dict[str, object]:
-    return {
+    described: dict[str, object] = {
         "backend": status.backend,
         "where": status.where,
         "version": status.version,
         "latest": status.latest,
     }
+    if status.unverified_events is not None:
+        described["unverifiedEvents"] = status.unverified_events
+    return described
 
 
 @click.group()
@@ -65,4 +68,9 @@ def upgrade(options: Options, *, as_json: bool) -> None:
     else:
         click.echo(
             f"{after.where}: schema upgraded from version {before.version} to {after.version}"
+        )
+    if after.unverified_events:
+        click.echo(
+            f"{after.where}: {after.unverified_events} event(s) written before event checksums "
+            "have none and are read unverified (docs/faults.md)"
         )

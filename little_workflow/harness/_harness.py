@@ -20,6 +20,7 @@ from typing import Any
 
 import pydantic
 
+from little_workflow._secrets import Secrets
 from little_workflow.codec import JsonValue, check_json_value
 from little_workflow.durable._checkpoints import (
     AskUserRecord,
@@ -263,6 +264,9 @@ class AgentHarness:
         # Per execution: the secret values its redacting tools have seen, in memory only
         # (see ``_redaction``), so its snapshots are scrubbed of them too.
         self._redactors: dict[str, Redactor] = {}
+        #: Told every value a tool's redaction rule replaces: a durable run's secrets,
+        #: scrubbed from every event the run appends (``little_workflow._secrets``).
+        self.secret_sink: Secrets | None = None
         self._answered: dict[tuple[str, str], asyncio.Event] = {}
         self._pending_answers: dict[tuple[str, str], str] = {}
 
@@ -427,7 +431,7 @@ class AgentHarness:
     def _redactor(self, execution_id: str) -> Redactor:
         redactor = self._redactors.get(execution_id)
         if redactor is None:
-            redactor = Redactor(self.tools.registry.redactions())
+            redactor = Redactor(self.tools.registry.redactions(), sink=self.secret_sink)
             if redactor:
                 self._redactors[execution_id] = redactor
         return redactor

@@ -34,6 +34,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
+from little_workflow._secrets import MIN_SCRUBBED_CHARS, REDACTED, Secrets
 from little_workflow.codec import JsonValue
 from little_workflow.durable._recorder import Recorded, Recorder, Unit
 from little_workflow.errors import ToolCallError, ToolDefinitionError
@@ -46,12 +47,6 @@ __all__ = [
     "Redactor",
     "has_redacted_arguments",
 ]
-
-#: What a redacted value is stored as.
-REDACTED = "[REDACTED]"
-
-#: A redacted string at least this long is also scrubbed from everything stored later.
-MIN_SCRUBBED_CHARS = 4
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -129,21 +124,21 @@ def has_redacted_arguments(rule: Redaction | None, arguments: JsonValue) -> bool
 
 
 class Redactor:
-    """One execution's rules and the secret values it has seen (in memory only)."""
+    """One execution's rules and the secret values it has seen (in memory only).
 
-    def __init__(self, rules: Mapping[str, Redaction]) -> None:
+    ``sink``: the run's ``Secrets``, told every value learned, so that the run's writer
+    scrubs it from every event, whichever carries it (``little_workflow._secrets``).
+    """
+
+    def __init__(self, rules: Mapping[str, Redaction], *, sink: Secrets | None = None) -> None:
         self.rules = {name: rule for name, rule in rules.items() if not rule.is_empty}
-        self._secrets: set[str] = set()
-        self._ordered: list[str] = []  # longest first, so a secret inside another goes after
+        self._secrets = Secrets(sink)
 
     def __bool__(self) -> bool:
         return bool(self.rules)
 
     def _learn(self, found: set[str]) -> None:
-        new = {s for s in found if len(s) >= MIN_SCRUBBED_CHARS and s != REDACTED} - self._secrets
-        if new:
-            self._secrets |= new
-            self._ordered = sorted(self._secrets, key=len, reverse=True)
+        self._secrets.learn(found)
 
     def arguments(self, tool_name: str, arguments: JsonValue) -> JsonValue:
         """``arguments`` as stored; their redacted values are remembered."""
@@ -190,18 +185,7 @@ class Redactor:
 
     def scrub(self, value: JsonValue) -> JsonValue:
         """``value`` with every remembered secret replaced inside every string."""
-        if not self._ordered:
-            return value
-        if isinstance(value, str):
-            for secret in self._ordered:
-                if secret in value:
-                    value = value.replace(secret, REDACTED)
-            return value
-        if isinstance(value, dict):
-            return {key: self.scrub(item) for key, item in value.items()}
-        if isinstance(value, list):
-            return [self.scrub(item) for item in value]
-        return value
+        return self._secrets.scrub(value)
 
     def stored(self, value: JsonValue) -> JsonValue:
         """Any other value about to be stored: tool calls in it redacted, then scrubbed."""

@@ -73,7 +73,12 @@ from little_workflow.platform.ipc import (
     create_durable_outbound_queue,
 )
 from little_workflow.platform.ipc._client import ack_key
-from little_workflow.storage import FileStorage, StorageAdapter, create_in_memory_storage
+from little_workflow.storage import (
+    FileStorage,
+    StorageAdapter,
+    create_in_memory_storage,
+    read_many,
+)
 
 __all__ = [
     "CHILD_MODULE",
@@ -615,12 +620,19 @@ class LocalSubprocessAdapter:
         """The child ``handle_id`` if it is running, or finished with a recorded outcome."""
         if self.storage is None:
             return None
+        keys = (manifest_key(handle_id), status_key(handle_id))
+        return self._handle(handle_id, await read_many(self.storage, keys))
+
+    def _handle(self, handle_id: str, values: Mapping[str, JsonValue]) -> LocalHandle | None:
+        """The handle ``reattach`` gives, from the child's manifest and status in ``values``."""
         key = manifest_key(handle_id)
-        value = await self.storage.get(key)
+        value = values.get(key)
         if value is None:
             return None
         manifest = ChildManifest.from_json(value, key=key)
-        status = await self.read_status(handle_id)
+        status_at = status_key(handle_id)
+        raw_status = values.get(status_at)
+        status = None if raw_status is None else _parse_status(raw_status, status_at)
         identity = manifest.process or (status.process if status is not None else None)
         transport = manifest.transport or (status.transport if status is not None else None)
         if status is not None and status.state != "running":
@@ -635,12 +647,25 @@ class LocalSubprocessAdapter:
         return LocalHandle(self, manifest, status=status)
 
     async def list_live(self) -> list[LocalHandle]:
-        """Every child in this adapter's storage whose process is still running."""
+        """Every child in this adapter's storage whose process is still running.
+
+        One ``list`` and one ``get_many`` for all the children's manifests and statuses,
+        not two reads per child: a host with hundreds of children lists them at start-up.
+        """
         if self.storage is None:
             return []
+        ids = [
+            key[len(MANIFEST_PREFIX) :] for key in sorted(await self.storage.list(MANIFEST_PREFIX))
+        ]
+        if not ids:
+            return []
+        wanted = [
+            key for handle_id in ids for key in (manifest_key(handle_id), status_key(handle_id))
+        ]
+        values = await read_many(self.storage, wanted)
         live: list[LocalHandle] = []
-        for key in sorted(await self.storage.list(MANIFEST_PREFIX)):
-            handle = await self.reattach(key[len(MANIFEST_PREFIX) :])
+        for handle_id in ids:
+            handle = self._handle(handle_id, values)
             if handle is not None and handle.running():
                 live.append(handle)
         return live

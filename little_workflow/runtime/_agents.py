@@ -175,6 +175,9 @@ async def run_session(
         model_slots=limited_slots(runtime.model_slots, runtime.permits),
         tools=toolset if toolset is not None else runtime.toolset,
     )
+    # What the session's tools redact is scrubbed from every event of the run: the
+    # session's final answer, or a later step's output, may repeat it.
+    harness.secret_sink = execution.writer.secrets
     ctx = harness.create_context(
         id=f"{execution.run_id}/{session_id}",
         instructions=instructions,

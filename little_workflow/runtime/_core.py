@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple, NoReturn, Protocol
 
 from little_workflow._failures import error_message, error_names, is_interruption
+from little_workflow._secrets import FAMILY_SECRETS
 from little_workflow.codec import JsonValue, check_json_value, dumps, to_json_value
 from little_workflow.durable import MemoEntry, MemoTable
 from little_workflow.durable._side_effects import SideEffect
@@ -245,6 +246,8 @@ class DurableRun:
             self.writer.discard()
 
     async def _finish(self, body: Callable[[], Awaitable[JsonValue]]) -> JsonValue:
+        # In the walk's own task: the sub-runs it starts share this run's secrets.
+        FAMILY_SECRETS.set(self.writer.secrets)
         try:
             output = await body()
         except StepFailure as failure:

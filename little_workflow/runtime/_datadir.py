@@ -12,7 +12,9 @@
       outer-loops/            outer-loop manifests
 
 Directories are created owner-only (0700), the parents made on the way included, and
-files 0600, whatever the umask: runs hold model prompts and tool results.
+files 0600, whatever the umask: runs hold model prompts and tool results. An existing
+directory open to other users is made private on open, or refused with the ``chmod``
+that fixes it (``storage/_dirs.py``, ``make_private_tree``).
 """
 
 from __future__ import annotations
@@ -24,11 +26,18 @@ from pathlib import Path
 from little_workflow.errors import StorageUnavailableError
 from little_workflow.ids import validate_id
 from little_workflow.storage import SQLITE_DEFAULT_FILENAME
-from little_workflow.storage._dirs import make_private_dirs
+from little_workflow.storage._dirs import make_private_dirs, make_private_tree
 
 __all__ = ["DataDir"]
 
 _SUBDIRECTORIES = ("artifacts", "runs", "memory", "locks", "outer-loops")
+#: What the program makes in a data directory: made private on open if it was not.
+_OWN_ENTRIES = (
+    *_SUBDIRECTORIES,
+    "blobs",
+    SQLITE_DEFAULT_FILENAME,
+    *(f"{SQLITE_DEFAULT_FILENAME}{suffix}" for suffix in ("-wal", "-shm", "-journal")),
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,11 +52,21 @@ class DataDir:
         return cls(Path(root).absolute())
 
     def create(self) -> DataDir:
-        """Create the directory and its layout if missing; owner-only permissions."""
+        """Create the directory and its layout if missing; owner-only permissions.
+
+        An existing directory open to other users (an earlier version's 0755 and 0644,
+        or one made by hand) is made private: group and other bits off it and off what
+        the program made in it; ``DataDirPermissionsError`` for a path this process does
+        not own or cannot change.
+        """
         try:
             # Every level made here is private, not only the last (``mkdir -p`` would
             # leave the parents it makes to the umask, 0777 under ``umask 0``).
-            make_private_dirs(self.root)
+            made = make_private_dirs(self.root)
+            if not made:
+                # One lstat when the root is private, which hides all below it; what the
+                # program made in it when it was not.
+                make_private_tree(self.root, _OWN_ENTRIES)
             for name in _SUBDIRECTORIES:
                 (self.root / name).mkdir(mode=0o700, exist_ok=True)
         except OSError as exc:

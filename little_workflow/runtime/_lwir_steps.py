@@ -32,6 +32,7 @@ from little_workflow.runtime._host import SubRunner
 from little_workflow.runtime._workflows import WorkflowVersion
 
 if TYPE_CHECKING:
+    from little_workflow._secrets import Secrets
     from little_workflow.harness._harness import Toolset
     from little_workflow.harness._redaction import Redaction
     from little_workflow.harness._tools import Tool
@@ -116,14 +117,18 @@ class ToolCallRecords:
     (docs/harness.md).
     """
 
-    def __init__(self, path: str, tool: str, redaction: Redaction | None) -> None:
+    def __init__(
+        self, path: str, tool: str, redaction: Redaction | None, *, sink: Secrets | None = None
+    ) -> None:
         self.path = path
         self.tool = tool
         self.redactor = None
         if redaction is not None and not redaction.is_empty:
             from little_workflow.harness._redaction import Redactor
 
-            self.redactor = Redactor({tool: redaction})
+            # The run's secrets learn what this step redacts: its writer scrubs them from
+            # the step's other events (a failed attempt's message quoting an argument).
+            self.redactor = Redactor({tool: redaction}, sink=sink)
 
     @staticmethod
     def call_id(attempt: int) -> str:
@@ -188,7 +193,7 @@ async def call_tool(
     Returns the tool's result as it came; the log holds it redacted as the tool asks, and
     that is what a replay reads (``ToolCallRecords``).
     """
-    records = ToolCallRecords(unit.site.text, tool.name, tool.redaction)
+    records = ToolCallRecords(unit.site.text, tool.name, tool.redaction, sink=run.writer.secrets)
 
     def call(attempt: int, current: Arguments) -> Awaitable[Any]:
         return tool.invoke(current or {}, ctx=run.context(unit, attempt))

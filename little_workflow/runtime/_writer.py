@@ -50,6 +50,7 @@ import logging
 import time
 from collections.abc import Sequence
 
+from little_workflow._secrets import FAMILY_SECRETS, Secrets
 from little_workflow.events import Event
 from little_workflow.runtime._faults import CrashAfterEvents
 from little_workflow.runtime._state import RunState, apply_event
@@ -90,6 +91,10 @@ class RunWriter:
         #: Durable appends waiting for the leader (see "Group commit" above).
         self._queue: list[tuple[Sequence[Event], asyncio.Future[None]]] = []
         self._leader: asyncio.Task[None] | None = None
+        #: Redacted values this run's tools gave up: scrubbed from every event appended
+        #: (``little_workflow._secrets``), whichever event carries them.
+        family = FAMILY_SECRETS.get()
+        self.secrets = Secrets() if family is None else family
 
     def _fold(self, events: Sequence[Event], first_seq: int) -> None:
         now = time.time()
@@ -99,6 +104,9 @@ class RunWriter:
 
     async def append(self, events: Sequence[Event], *, sync: bool) -> None:
         """Append ``events``: durably now (``sync=True``), or write-behind."""
+        if self.secrets.active:
+            # Before the fold too: the state is what a resume rebuilds from the log.
+            events = self.secrets.scrub_events(events)
         if sync:
             if self.branches > 1 or self._leader is not None:
                 await self._grouped(events)

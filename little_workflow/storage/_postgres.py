@@ -33,6 +33,7 @@ from little_workflow.codec import JsonValue
 from little_workflow.errors import ConflictError, CorruptDataError, LeaseLostError, StorageError
 from little_workflow.events import Event, RecordedEvent, RunStatus, decode_event, encode_event
 from little_workflow.ids import validate_id
+from little_workflow.storage._checksum import check_row, data_crc
 from little_workflow.storage._fence import current_fence
 from little_workflow.storage._keys import prefix_upper_bound, validate_key, validate_prefix
 from little_workflow.storage._postgres_db import PostgresDatabase
@@ -162,7 +163,7 @@ class PostgresStorage(_Backend):
 
 # --- event log -----------------------------------------------------------------------
 
-# The whole append, one statement: ``lw_append`` (migration 3 in ``_postgres_db``)
+# The whole append, one statement: ``lw_append`` (``_postgres_db`` migration 3; 6 adds checksums)
 # reserves the run's next sequence numbers under its row lock (see the module
 # docstring), checks ``expected_seq`` and inserts the events. One round trip instead of
 # four (BEGIN, reserve, insert, COMMIT): on this machine kind that is most of what a
@@ -170,14 +171,15 @@ class PostgresStorage(_Backend):
 # The two arrays go in binary (``%b``): psycopg's text format escapes every character of
 # every element in Python, ~170 µs for a step's two events here; binary copies them.
 _APPEND: Final = (
-    "SELECT out_last_seq, out_ts FROM lw_append(%s, %s, %s, %s, %s, %b, %b, %s, %s, %s)"
+    "SELECT out_last_seq, out_ts FROM lw_append(%s, %s, %s, %s, %s, %b, %b, %b, %s, %s, %s)"
 )
 #: The SQLSTATE ``lw_append`` raises when ``expected_seq`` does not match.
 _CONFLICT_SQLSTATE: Final = "LW409"
 #: The SQLSTATE ``lw_append`` raises when the append's fence is no longer the lease.
 _LEASE_LOST_SQLSTATE: Final = "LW410"
 _READ: Final = (
-    "SELECT seq, type, ts, data FROM events WHERE run_id = %s AND seq > %s ORDER BY seq LIMIT %s"
+    "SELECT seq, type, ts, data, checksum FROM events WHERE run_id = %s AND seq > %s"
+    " ORDER BY seq LIMIT %s"
 )
 _LAST_SEQ: Final = "SELECT last_seq FROM runs WHERE run_id = %s"
 _DELETE_RUNS: Final = "DELETE FROM runs WHERE run_id = ANY(%s::text[])"
@@ -216,6 +218,10 @@ class PostgresEventLog(_Backend):
         validate_id(run_id, what="run id")
         types = [event.TYPE for event in events]
         data = [encode_event(event) for event in events]
+        # The checksums' CRC part; lw_append folds in the seq and time it gives each row.
+        crcs = [
+            data_crc(run_id, type_name, text) for type_name, text in zip(types, data, strict=True)
+        ]
         if not events:
             if expected_seq is not None:
                 found = await self.last_seq(run_id)
@@ -234,6 +240,7 @@ class PostgresEventLog(_Backend):
             expected_seq,
             types,
             data,
+            crcs,
             sync,
             None if fence is None else fence.run_id,
             None if fence is None else fence.token,
@@ -269,15 +276,24 @@ class PostgresEventLog(_Backend):
                 _READ, [run_id, max(after, 0), None if limit is None else max(limit, 0)]
             )
             rows = await cursor.fetchall()
-        return [
-            RecordedEvent(
-                run_id=run_id,
-                seq=seq,
-                ts=ts,
-                event=decode_event(type_name, data, where=f"run {run_id!r} seq {seq}"),
+        where = self._database.description
+        checked = False
+        records: list[RecordedEvent] = []
+        for expected, row in enumerate(rows, start=max(after, 0) + 1):
+            # Checked before it is decoded: a changed row raises, and nothing is returned.
+            checked = check_row(
+                run_id, row, expected_seq=expected, checked_before=checked, where=where
             )
-            for seq, type_name, ts, data in rows
-        ]
+            seq, type_name, ts, data, _ = row
+            records.append(
+                RecordedEvent(
+                    run_id=run_id,
+                    seq=seq,
+                    ts=ts,
+                    event=decode_event(type_name, data, where=f"run {run_id!r} seq {seq}"),
+                )
+            )
+        return records
 
     async def last_seq(self, run_id: str) -> int:
         """The run's latest sequence number, 0 if it has none."""

@@ -57,6 +57,7 @@ from little_workflow.errors import (
     StorageError,
     StorageUnavailableError,
 )
+from little_workflow.storage._checksum import FOLD_SQL
 from little_workflow.storage._url import StoreSpec
 
 __all__ = ["MIGRATIONS", "MIGRATIONS_TABLE", "PostgresDatabase"]
@@ -237,6 +238,66 @@ MIGRATIONS: Final[Sequence[LiteralString]] = (
     # event, docs/waits.md); NULL: at once.
     """
     ALTER TABLE run_queue ADD COLUMN not_before double precision;
+    """,
+    # 6: event checksums (``_checksum.py``). ``checksum`` is NULL in the rows written
+    # before, which are read unverified. ``lw_append`` takes each event's CRC part
+    # (``p_crcs``, computed by the writer) and folds in the seq and timestamp it gives
+    # the row. The old signature is dropped, not kept beside: a process still running an
+    # older little-workflow then fails its next append instead of writing rows without
+    # checksums. The body is migration 3's but for ``p_crcs`` and the checksum column.
+    """
+    ALTER TABLE events ADD COLUMN checksum bigint;
+    DROP FUNCTION lw_append(text, text, text, text, bigint, text[], text[], boolean, text, bigint);
+    CREATE FUNCTION lw_append(
+        p_run_id text, p_status text, p_workflow text, p_parent_run_id text,
+        p_expected bigint, p_types text[], p_data text[], p_crcs bigint[], p_sync boolean,
+        p_lease_run_id text, p_lease_token bigint,
+        OUT out_last_seq bigint, OUT out_ts double precision
+    ) LANGUAGE plpgsql AS $$
+    DECLARE
+        n bigint := cardinality(p_types);
+    BEGIN
+        IF p_lease_token IS NOT NULL THEN
+            PERFORM 1 FROM run_queue
+            WHERE run_id = p_lease_run_id AND state = 'leased'
+                AND lease_token = p_lease_token
+                AND lease_expires_at >= extract(epoch FROM clock_timestamp())
+            FOR SHARE;
+            IF NOT FOUND THEN
+                RAISE EXCEPTION 'the lease % on run % is no longer held',
+                    p_lease_token, p_lease_run_id USING ERRCODE = 'LW410';
+            END IF;
+        END IF;
+        IF NOT p_sync THEN
+            PERFORM set_config('synchronous_commit', 'off', true);
+        END IF;
+        INSERT INTO runs AS r (run_id, status, workflow, parent_run_id, created_at,
+                               updated_at, last_seq)
+        VALUES (p_run_id, p_status, p_workflow, p_parent_run_id,
+                extract(epoch FROM statement_timestamp())::double precision,
+                extract(epoch FROM statement_timestamp())::double precision, n)
+        ON CONFLICT (run_id) DO UPDATE SET
+            last_seq = r.last_seq + EXCLUDED.last_seq,
+            updated_at = GREATEST(r.updated_at, EXCLUDED.updated_at),
+            status = COALESCE(EXCLUDED.status, r.status),
+            workflow = COALESCE(EXCLUDED.workflow, r.workflow),
+            parent_run_id = COALESCE(EXCLUDED.parent_run_id, r.parent_run_id)
+        RETURNING r.last_seq, r.updated_at INTO out_last_seq, out_ts;
+        IF p_expected IS NOT NULL AND out_last_seq - n <> p_expected THEN
+            RAISE EXCEPTION 'expected last seq %, found %', p_expected, out_last_seq - n
+                USING ERRCODE = 'LW409', DETAIL = (out_last_seq - n)::text;
+        END IF;
+        INSERT INTO events (run_id, seq, type, ts, data, checksum)
+        SELECT p_run_id, e.seq, e.type, out_ts, e.data,
+            e.crc # """
+    + FOLD_SQL.format(ts="out_ts", seq="e.seq")
+    + """
+        FROM (
+            SELECT out_last_seq - n + u.ord AS seq, u.type, u.data, u.crc
+            FROM unnest(p_types, p_data, p_crcs) WITH ORDINALITY AS u(type, data, crc, ord)
+        ) AS e;
+    END
+    $$;
     """,
 )
 

@@ -5,12 +5,18 @@ on an old schema. ``little-workflow db status`` and ``db upgrade`` make that vis
 let an operator migrate at a time of their choosing (before rolling out workers, say):
 ``schema_status`` reads the recorded version without creating or touching anything,
 ``upgrade_schema`` opens the store (which migrates it) and says what changed.
+
+Event rows written before event checksums existed (``_checksum.py``) keep ``NULL``:
+``upgrade_schema`` counts them and leaves them as they are, read unverified. Computing
+checksums for them now was rejected: it would seal whatever they hold today as good,
+while nothing can tell whether they changed since they were written; a row without a
+checksum says so honestly.
 """
 
 from __future__ import annotations
 
 import sqlite3
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from little_workflow.errors import StorageError
 from little_workflow.storage._url import StoreSpec, parse_store_url
@@ -29,6 +35,9 @@ class SchemaStatus:
     #: The version recorded in the store; 0 for a store not created yet.
     version: int
     latest: int
+    #: Event rows without a checksum (written before checksums), read unverified;
+    #: counted by ``upgrade_schema`` only (a scan of the events), else ``None``.
+    unverified_events: int | None = None
 
     @property
     def current(self) -> bool:
@@ -62,7 +71,34 @@ async def upgrade_schema(store: str | StoreSpec) -> tuple[SchemaStatus, SchemaSt
     before = await schema_status(spec)
     opened = await open_store(spec)  # opening migrates, under the backends' own locks
     await opened.close()
-    return before, await schema_status(spec)
+    after = await schema_status(spec)
+    return before, replace(after, unverified_events=await _unverified_events(spec))
+
+
+async def _unverified_events(spec: StoreSpec) -> int:
+    """How many event rows have no checksum (the store is at the latest version)."""
+    query = "SELECT count(*) FROM events WHERE checksum IS NULL"
+    if spec.kind == "sqlite":
+        assert spec.path is not None
+        conn = sqlite3.connect(f"file:{spec.path}?mode=ro", uri=True, timeout=5)
+        try:
+            (count,) = conn.execute(query).fetchone()
+        except sqlite3.Error as exc:
+            raise StorageError(f"cannot count the events of {str(spec.path)!r}: {exc}") from exc
+        finally:
+            conn.close()
+        return int(count)
+    from little_workflow.storage._postgres_db import PostgresDatabase
+
+    database = await PostgresDatabase.open(spec, max_connections=1)
+    try:
+        async with database.connection("count the events without a checksum") as pg:
+            cursor = await pg.execute(query)
+            row = await cursor.fetchone()
+    finally:
+        await database.close()
+    assert row is not None
+    return int(row[0])
 
 
 def _sqlite_version(spec: StoreSpec) -> int:

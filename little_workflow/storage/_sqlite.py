@@ -10,8 +10,10 @@ from __future__ import annotations
 import builtins
 import json
 import sqlite3
+import struct
 import time
 from collections.abc import Iterable, Sequence
+from zlib import crc32
 
 from little_workflow import codec
 from little_workflow.codec import JsonValue
@@ -25,6 +27,7 @@ from little_workflow.events import (
     encode_event,
 )
 from little_workflow.ids import validate_id
+from little_workflow.storage._checksum import MASK, check_row, data_crc
 from little_workflow.storage._fence import current_fence
 from little_workflow.storage._keys import prefix_upper_bound, validate_key, validate_prefix
 from little_workflow.storage._protocols import RunInfo, apply_run_index
@@ -136,6 +139,8 @@ def _run_info(row: tuple[str, str | None, str | None, str | None, float, float, 
 
 
 _NO_UPDATE = RunIndexUpdate()
+_pack_double = struct.Struct(">d").pack
+_unpack_quad = struct.Struct(">q").unpack
 
 
 class SqliteEventLog:
@@ -159,6 +164,13 @@ class SqliteEventLog:
         # Encoding happens before the write lock is taken, so the lock is held only for
         # the inserts and the commit.
         encoded = [(event.TYPE, encode_event(event)) for event in events]
+        # The checksums' CRC part, outside the lock too; the seq and time are folded in
+        # once known (``_checksum.py``).
+        # (``data_crc``, inlined: a call per event costs more than the CRC itself.)
+        try:
+            crcs = [crc32(f"{run_id}\0{type_name}\0{data}".encode()) for type_name, data in encoded]
+        except UnicodeEncodeError:
+            crcs = [data_crc(run_id, type_name, data) for type_name, data in encoded]
         update = apply_run_index(events)
         status = None if update.status is None else update.status.value
 
@@ -196,18 +208,26 @@ class SqliteEventLog:
                     "parent_run_id = COALESCE(?, parent_run_id) WHERE run_id = ?",
                     (status, update.workflow, update.parent_run_id, run_id),
                 )
+            # fold(seq, now) (``_checksum.py``), inlined: this runs for every append.
+            bits: int = _unpack_quad(_pack_double(now))[0]
+            at = bits ^ (bits >> 32)
             if len(encoded) == 1:
                 type_name, data = encoded[0]
+                seq = last + 1
                 conn.execute(
-                    "INSERT INTO events (run_id, seq, type, ts, data) VALUES (?, ?, ?, ?, ?)",
-                    (run_id, last + 1, type_name, now, data),
+                    "INSERT INTO events (run_id, seq, type, ts, data, checksum) "
+                    "VALUES (?, ?, ?, ?, ?, ?)",
+                    (run_id, seq, type_name, now, data, (crcs[0] ^ at ^ seq ^ (seq >> 32)) & MASK),
                 )
             else:
                 conn.executemany(
-                    "INSERT INTO events (run_id, seq, type, ts, data) VALUES (?, ?, ?, ?, ?)",
+                    "INSERT INTO events (run_id, seq, type, ts, data, checksum) "
+                    "VALUES (?, ?, ?, ?, ?, ?)",
                     [
-                        (run_id, last + offset, type_name, now, data)
-                        for offset, (type_name, data) in enumerate(encoded, start=1)
+                        (run_id, seq, type_name, now, data, (crc ^ at ^ seq ^ (seq >> 32)) & MASK)
+                        for seq, (type_name, data), crc in zip(
+                            range(last + 1, last + 1 + len(encoded)), encoded, crcs, strict=True
+                        )
                     ],
                 )
             return list(range(last + 1, last + 1 + len(encoded)))
@@ -221,20 +241,29 @@ class SqliteEventLog:
         validate_id(run_id, what="run id")
         rows = await self.db.read(
             lambda conn: conn.execute(
-                "SELECT seq, ts, type, data FROM events WHERE run_id = ? AND seq > ? "
+                "SELECT seq, type, ts, data, checksum FROM events WHERE run_id = ? AND seq > ? "
                 "ORDER BY seq LIMIT ?",
                 (run_id, after, -1 if limit is None else limit),
             ).fetchall()
         )
-        return [
-            RecordedEvent(
-                run_id=run_id,
-                seq=seq,
-                ts=ts,
-                event=decode_event(type_name, data, where=f"run {run_id!r} seq {seq}"),
+        where = repr(str(self.db.path))
+        checked = False
+        records: list[RecordedEvent] = []
+        for expected, row in enumerate(rows, start=max(after, 0) + 1):
+            # Checked before it is decoded: a changed row raises, and nothing is returned.
+            checked = check_row(
+                run_id, row, expected_seq=expected, checked_before=checked, where=where
             )
-            for seq, ts, type_name, data in rows
-        ]
+            seq, type_name, ts, data, _ = row
+            records.append(
+                RecordedEvent(
+                    run_id=run_id,
+                    seq=seq,
+                    ts=ts,
+                    event=decode_event(type_name, data, where=f"run {run_id!r} seq {seq}"),
+                )
+            )
+        return records
 
     async def last_seq(self, run_id: str) -> int:
         """The run's latest sequence number, 0 if none."""

@@ -142,6 +142,9 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     # 4: a queued run claimable only from ``not_before`` (a run waiting for a timer or an
     # event, docs/waits.md); NULL: at once.
     ("ALTER TABLE run_queue ADD COLUMN not_before REAL",),
+    # 5: event checksums (``_checksum.py``): NULL in the rows written before, which are
+    # read unverified; every append from here on fills it.
+    ("ALTER TABLE events ADD COLUMN checksum INTEGER",),
 )
 
 

@@ -284,3 +284,41 @@ async def test_an_agent_runs_out_of_process_and_streams_its_items(tmp_path: Path
     assert contents == ["hello", "echo: hello"]
     # A spawn step with the override runs its referenced graph in a child too.
     assert await harness.execute(harness.create_context(), None) == "LOUD"
+
+
+class _CountingStorage(FileStorage):
+    """A real file store that counts its reads, in this test's memory."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(root=root)
+        self.reads: list[str] = []
+
+    async def get(self, key: str) -> Any:
+        self.reads.append(f"get {key}")
+        return await super().get(key)
+
+    async def get_many(self, keys: Any) -> Any:
+        wanted = list(keys)
+        self.reads.append(f"get_many {len(wanted)}")
+        return await super().get_many(wanted)
+
+
+async def test_list_live_reads_every_child_in_one_batch(tmp_path: Path) -> None:
+    """Three live children: one ``get_many`` for their six records, not six ``get``s."""
+    storage = _CountingStorage(tmp_path / "subprocess")
+    adapter = create_local_subprocess_adapter(storage=storage)
+    handles = [await adapter.spawn(_hold(tmp_path)) for _ in range(3)]
+    try:
+        storage.reads.clear()
+        live = await adapter.list_live()
+        assert sorted(h.handle_id for h in live) == sorted(h.handle_id for h in handles)
+        assert storage.reads == ["get_many 6"]
+        storage.reads.clear()
+        found = await adapter.reattach(handles[0].handle_id)
+        assert found is not None
+        assert found.running()
+        assert storage.reads == ["get_many 2"]
+    finally:
+        for handle in handles:
+            handle.terminate(signal.SIGKILL)
+        await _until(lambda: not any(h.is_alive() for h in handles))

@@ -23,6 +23,7 @@ from little_workflow.runtime import Continue, Cycle, Done, GcReport, Runtime
 from little_workflow.runtime._cancel import CancelRequest, cancel_key
 from little_workflow.runtime._gc import PENDING_PREFIX
 from little_workflow.storage import payload_refs, referenced_digests
+from little_workflow.storage._checksum import event_checksum
 from tests.runtime.flows import gc_funcs
 from tests.runtime.support import FLOWS
 
@@ -53,8 +54,14 @@ async def family(rt: Runtime, run_id: str) -> list[str]:
 def age(rt: Runtime, run_ids: list[str], days: float) -> None:
     """Move the runs' events ``days`` into the past (what waiting would do)."""
     with sqlite3.connect(rt.data_dir.database) as conn:
+        # The rows' checksums cover their time: resealed, as if written back then.
+        conn.create_function("lw_checksum", 5, event_checksum, deterministic=True)
         for run_id in run_ids:
-            conn.execute("UPDATE events SET ts = ts - ? WHERE run_id = ?", (days * 86400, run_id))
+            conn.execute(
+                "UPDATE events SET ts = ts - ?1, "
+                "checksum = lw_checksum(run_id, seq, type, ts - ?1, data) WHERE run_id = ?2",
+                (days * 86400, run_id),
+            )
             conn.execute(
                 "UPDATE runs SET created_at = created_at - ? WHERE run_id = ?",
                 (days * 86400, run_id),

@@ -35,6 +35,7 @@ from little_workflow.events import RecordedEvent, RunStarted, RunStatus, SubRunS
 from little_workflow.runtime import GcReport, RunResult, Runtime
 from little_workflow.runtime._gc import FINISHED
 from little_workflow.storage import RunInfo, payload_refs, referenced_digests
+from little_workflow.storage._checksum import event_checksum
 from tests.runtime.flows import gc_funcs
 from tests.runtime.support import FLOWS
 from tests.runtime.test_gc import at_gate
@@ -142,9 +143,16 @@ async def op_age(world: World) -> None:
     infos = {info.run_id: info for info in runs}
     top = roots(infos)
     with sqlite3.connect(world.rt.data_dir.database) as conn:
+        # The rows' checksums cover their time: resealed, as if written back then.
+        conn.create_function("lw_checksum", 5, event_checksum, deterministic=True)
         for run_id in infos:
             if top[run_id] == top[chosen]:
-                conn.execute("UPDATE events SET ts = ts - 864000 WHERE run_id = ?", (run_id,))
+                conn.execute(
+                    "UPDATE events SET ts = ts - 864000, "
+                    "checksum = lw_checksum(run_id, seq, type, ts - 864000, data) "
+                    "WHERE run_id = ?",
+                    (run_id,),
+                )
 
 
 async def stored(rt: Runtime) -> dict[str, list[RecordedEvent]]:

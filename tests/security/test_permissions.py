@@ -17,11 +17,13 @@ from pathlib import Path
 import pytest
 
 from little_workflow.durable._locks import FileLock
+from little_workflow.errors import DataDirPermissionsError
 from little_workflow.platform.ipc import DurableServer, IpcAddress, create_durable_outbound_queue
 from little_workflow.runtime import DataDir, Runtime
 from little_workflow.storage import open_storage
 from tests.artifacts.flows import WORKFLOW, setup
 from tests.harness.durable_support import durable_harness
+from tests.runtime.support import cli
 
 
 @pytest.fixture(params=[0o000, 0o022], ids=["umask-000", "umask-022"])
@@ -103,3 +105,64 @@ async def test_everything_in_the_data_directory_is_owner_only(
     assert _loose(data) == []
     # The parents the program had to make on the way are private too.
     assert stat.S_IMODE((tmp_path / "home").stat().st_mode) == 0o700
+
+
+def _loosen(root: Path) -> None:
+    """What an earlier version, or a hand, left: 0755 directories and 0644 files."""
+    for path in [root, *root.rglob("*")]:
+        if path.is_symlink():
+            continue
+        path.chmod(0o755 if path.is_dir() else 0o644)
+
+
+async def test_a_loose_data_directory_is_made_private_on_open(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("LW_TEST_CALLS", str(tmp_path / "calls"))
+    data = tmp_path / "data"
+    configured = setup()
+    async with Runtime(data, **configured.runtime_options(), inline_payload_bytes=64) as rt:
+        await rt.run(WORKFLOW, {"topic": "loose"}, run_id="run_loose")
+    _loosen(data)
+    assert len(_loose(data)) > 10  # directories and files: the database, blobs, artifacts
+    async with Runtime(data, **configured.runtime_options()) as rt:
+        assert _loose(data) == []
+        # And it is the same store: the run is still there.
+        assert (await rt.events.get_run("run_loose")) is not None
+
+
+def _foreign_loose_directory(tmp_path: Path) -> Path:
+    """A real directory open to others (0755) that this process does not own.
+
+    As root: one made here and given to ``nobody``. Otherwise: ``/usr/share``, which
+    root owns (nothing is created in it: the data directory is refused first).
+    """
+    if os.geteuid() == 0:
+        foreign = tmp_path / "foreign"
+        foreign.mkdir()
+        foreign.chmod(0o755)
+        os.chown(foreign, 65534, 65534)
+        return foreign
+    shared = Path("/usr/share")
+    info = shared.stat()
+    if info.st_uid == os.geteuid() or not info.st_mode & 0o077:
+        pytest.skip("no directory open to others and owned by another user")
+    return shared
+
+
+async def test_a_loose_data_directory_owned_by_another_user_is_refused(tmp_path: Path) -> None:
+    data = _foreign_loose_directory(tmp_path)
+    before = sorted(path.name for path in data.iterdir())
+    with pytest.raises(DataDirPermissionsError) as refused:
+        async with Runtime(data):
+            pass
+    message = str(refused.value)
+    assert refused.value.path == str(data)
+    assert str(data) in message
+    assert f"chmod -R go-rwx {data}" in message
+    assert stat.S_IMODE(data.stat().st_mode) == 0o755  # not changed
+    assert sorted(path.name for path in data.iterdir()) == before  # nothing created
+    # The CLI: one line naming the path and the command, exit code 4 (storage).
+    shown = cli(data, "runs")
+    assert shown.returncode == 4, shown.stderr
+    assert f"chmod -R go-rwx {data}" in shown.stderr

@@ -6,17 +6,20 @@ placeholder.
 
 from __future__ import annotations
 
+import json
 import secrets
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
+from psycopg import sql
 
-from little_workflow.errors import ToolDefinitionError
+from little_workflow.errors import RunFailedError, ToolDefinitionError
 from little_workflow.harness import REDACTED, ModelSlot, Redaction, tool
 from little_workflow.harness.models import ModelRequest, ScriptedProvider, scripted
 from little_workflow.runtime import Runtime
-from little_workflow.storage import open_storage
+from little_workflow.storage import open_storage, parse_store_url
 from tests.harness.durable_support import Crash, durable_harness
 from tests.runtime.support import FakeSleep, cli, of_type
 
@@ -36,6 +39,15 @@ class Service:
             name="login",
             redact=Redaction(arguments=("password",), result=("session",)),
         )
+        self.vault_tool = tool(self.vault, name="vault", redact=Redaction(result=("password",)))
+
+    def vault(self, user: str) -> dict[str, Any]:
+        """The password of a user.
+
+        Args:
+            user: Whose.
+        """
+        return {"user": user, "password": self.password}
 
     def login(self, user: str, password: str) -> dict[str, Any]:
         """Log in.
@@ -86,6 +98,118 @@ def _secrets_in(root: Path, service: Service) -> list[str]:
                 if value.encode() in data:
                     found.append(f"the {name} in {path.relative_to(root)}")
     return found
+
+
+class Echo(Model):
+    """Logs in, then answers with the session token the tool result held: a model
+    repeating a redacted value in its final answer."""
+
+    def __call__(self, request: ModelRequest) -> Any:
+        answer = super().__call__(request)
+        tools = [m for m in request.messages if m.role == "tool"]
+        if isinstance(answer, str) and tools and not tools[-1].is_error:
+            return f"logged in; your session is {json.loads(tools[-1].content or '')['session']}"
+        return answer
+
+
+def stored_secrets(data: Path, store: str | None, service: Service) -> list[str]:
+    """Where the password or the session is in a stored byte: the data directory's files
+    (the SQLite database and its WAL, blobs), and on PostgreSQL every row of the store's
+    tables (events, keys, blobs) as the server holds it."""
+    found = _secrets_in(data, service)
+    if store is None:
+        return found
+    spec = parse_store_url(store)
+    assert spec.conninfo is not None
+    with psycopg.connect(spec.conninfo) as conn:
+        conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(spec.schema)))
+        for table, column in (("events", "data"), ("kv", "value"), ("blobs", "data")):
+            query = sql.SQL("SELECT {}::bytea FROM {}").format(
+                sql.Identifier(column), sql.Identifier(table)
+            )
+            for (raw,) in conn.execute(query):
+                for name, value in (("password", service.password), ("session", service.session)):
+                    if value.encode() in bytes(raw):
+                        found.append(f"the {name} in a row of {table}")
+    return found
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def store(request: pytest.FixtureRequest) -> str | None:
+    """The run's store: the data directory's SQLite file, or a fresh PostgreSQL schema."""
+    if request.param == "sqlite":
+        return None
+    url: str = request.getfixturevalue("postgres_url")
+    return url
+
+
+async def test_a_failing_tool_step_stores_no_redacted_value(
+    tmp_path: Path, store: str | None
+) -> None:
+    """The login fails with an exception quoting the password, which a tool step fetched
+    (redacted as stored): neither the call's failure nor the step's failed attempt, nor
+    the run's failure, stores it."""
+    service = Service()
+    data = tmp_path / "data"
+    flow = FLOW.with_name("vault_login.yaml")
+    async with Runtime(
+        data, store=store, tools=[service.tool, service.vault_tool], inline_payload_bytes=64
+    ) as runtime:
+        with pytest.raises(RunFailedError):
+            await runtime.run(flow, {"user": "mallory"}, run_id="run_fail")
+        events = [record.event for record in await runtime.events.read("run_fail")]
+    # Live, the login got the real password, and failed quoting it.
+    assert service.received[0] == {"user": "mallory", "password": service.password}
+    failed = [e for e in events if type(e).__name__ == "StepAttemptFailed"]
+    assert failed
+    assert all(f"wrong password '{REDACTED}' for mallory" in e.message for e in failed)
+    assert stored_secrets(data, store, service) == []
+
+
+async def test_a_model_echoing_a_redacted_value_stores_none(
+    tmp_path: Path, store: str | None
+) -> None:
+    """The model's final answer repeats the session token the tool returned: the agent
+    step's output, the session's and the run's are stored with it redacted."""
+    service = Service()
+    model = Echo(service)
+    data = tmp_path / "data"
+    options: dict[str, Any] = {
+        "model_slots": {"main": ModelSlot(provider=model.provider(), model="m")},
+        "tools": [service.tool],
+        "sleep": FakeSleep(),
+        "inline_payload_bytes": 64,
+    }
+    async with Runtime(data, store=store, **options) as rt:
+        result = await rt.run(FLOW, {"user": "ada"}, run_id="run_echo")
+        events = await rt.events.read("run_echo")
+    # Live, the answer held the real token (the run's caller gets it).
+    assert result.output == f"logged in; your session is {service.session}"
+    [completed] = [e for e in of_type(events, "StepCompleted") if e.step_path == "agent"]
+    assert completed.output == f"logged in; your session is {REDACTED}"
+    assert stored_secrets(data, store, service) == []
+
+
+async def test_a_sub_run_handed_a_redacted_value_stores_none(tmp_path: Path) -> None:
+    """The echoed token goes on as a sub-workflow's input: the sub-run's log (its
+    ``RunStarted`` input, its output) stores it redacted too, and the sub-run's result, read
+    from its log, is the redacted form."""
+    service = Service()
+    model = Echo(service)
+    data = tmp_path / "data"
+    options: dict[str, Any] = {
+        "model_slots": {"main": ModelSlot(provider=model.provider(), model="m")},
+        "tools": [service.tool],
+        "sleep": FakeSleep(),
+    }
+    async with Runtime(data, **options) as rt:
+        result = await rt.run(FLOW.with_name("login_sub.yaml"), {"user": "ada"}, run_id="run_sub")
+        [child] = await rt.events.list_runs(parent_run_id="run_sub")
+        started = of_type(await rt.events.read(child.run_id), "RunStarted")
+    # What a sub-run returns is what it stored: the redacted form.
+    assert result.output == f"logged in; your session is {REDACTED}"
+    assert started[0].input == {"answer": f"logged in; your session is {REDACTED}"}
+    assert _secrets_in(data, service) == []
 
 
 def test_a_redaction_rule_is_typed() -> None:

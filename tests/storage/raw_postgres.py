@@ -8,6 +8,7 @@ import psycopg
 from psycopg import sql
 
 from little_workflow.storage import StoreSpec
+from little_workflow.storage._checksum import event_checksum
 from little_workflow.testing.eventlog_conformance import RawEventWriter
 
 
@@ -19,6 +20,8 @@ def postgres_writer(spec: StoreSpec) -> RawEventWriter:
 
     async def write(run_id: str, seq: int, type_name: str, data: str) -> None:
         now = time.time()
+        # A well-formed row, checksum and all: what is tested is what is in it.
+        checksum = event_checksum(run_id, seq, type_name, now, data)
         async with await psycopg.AsyncConnection.connect(conninfo) as conn:
             # One transaction: the connection commits when the block exits cleanly.
             await conn.execute(
@@ -32,10 +35,10 @@ def postgres_writer(spec: StoreSpec) -> RawEventWriter:
             )
             await conn.execute(
                 sql.SQL(
-                    "INSERT INTO {}.events (run_id, seq, type, ts, data)"
-                    " VALUES (%s, %s, %s, %s, %s)"
+                    "INSERT INTO {}.events (run_id, seq, type, ts, data, checksum)"
+                    " VALUES (%s, %s, %s, %s, %s, %s)"
                 ).format(schema),
-                [run_id, seq, type_name, now, data],
+                [run_id, seq, type_name, now, data, checksum],
             )
 
     return write

@@ -6,6 +6,7 @@ import sqlite3
 import time
 
 from little_workflow.storage import StoreSpec
+from little_workflow.storage._checksum import event_checksum
 from little_workflow.testing.eventlog_conformance import RawEventWriter
 
 
@@ -17,14 +18,17 @@ def sqlite_writer(spec: StoreSpec) -> RawEventWriter:
         conn = sqlite3.connect(path, isolation_level=None)
         try:
             now = time.time()
+            # A well-formed row, checksum and all: what is tested is what is in it.
+            checksum = event_checksum(run_id, seq, type_name, now, data)
             conn.execute("BEGIN IMMEDIATE")
             conn.execute(
                 "INSERT INTO runs (run_id, created_at) VALUES (?, ?) ON CONFLICT DO NOTHING",
                 (run_id, now),
             )
             conn.execute(
-                "INSERT INTO events (run_id, seq, type, ts, data) VALUES (?, ?, ?, ?, ?)",
-                (run_id, seq, type_name, now, data),
+                "INSERT INTO events (run_id, seq, type, ts, data, checksum) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                (run_id, seq, type_name, now, data, checksum),
             )
             conn.execute("COMMIT")
         finally:

@@ -303,10 +303,12 @@ async def test_unsynced_appends_are_readable_and_the_setting_stays_local(
         assert await cursor.fetchone() == ("on",)
     # What the function does with p_sync, seen from inside one explicit transaction:
     # the setting is off until that transaction ends, and only with p_sync false.
-    call = "SELECT * FROM lw_append('run_probe', NULL, NULL, NULL, NULL, %s, %s, %s, NULL, NULL)"
+    call = (
+        "SELECT * FROM lw_append('run_probe', NULL, NULL, NULL, NULL, %s, %s, %s, %s, NULL, NULL)"
+    )
     for sync, inside in ((False, "off"), (True, "on")):
         async with database.transaction("probe the setting") as conn:
-            await conn.execute(call, [["t"], ["{}"], sync])
+            await conn.execute(call, [["t"], ["{}"], [0], sync])
             cursor = await conn.execute("SHOW synchronous_commit")
             assert await cursor.fetchone() == (inside,)
         async with database.connection("show the setting") as conn:

@@ -215,16 +215,27 @@ class _Handlers:
         self._tasks: set[asyncio.Task[object]] = set()
         self._closing = False
 
+    def start(self, conn: Connection) -> None:
+        """Run the handler of ``conn`` in a task tracked from this moment on.
+
+        The stream transports call this from ``connection_made`` (a plain callback, not
+        a coroutine function that asyncio would wrap in a task of its own): a task that
+        had not started when the listener closed would never run, and nothing would
+        close its connection; the socket then leaked, a ``ResourceWarning`` once the
+        loop was gone.
+        """
+        task = asyncio.get_running_loop().create_task(self.run(conn))
+        self._tasks.add(task)
+        self._connections.add(conn)
+
     async def run(self, conn: Connection) -> None:
-        if self._closing:
-            await conn.close()
-            return
         task = asyncio.current_task()
         assert task is not None
         self._tasks.add(task)
         self._connections.add(conn)
         try:
-            await self._handler(conn)
+            if not self._closing:
+                await self._handler(conn)
         except Exception:
             logger.exception("the IPC connection handler for %s failed", conn.peer)
         finally:
@@ -245,6 +256,11 @@ class _Handlers:
         await asyncio.gather(*pending, return_exceptions=True)
 
 
+#: Passes of the event loop that bring a socket accepted before a listener's close through
+#: asyncio's accept task and ``connection_made`` (one each, and one to spare).
+_ACCEPT_PASSES = 3
+
+
 class _StreamListener:
     def __init__(
         self,
@@ -263,6 +279,19 @@ class _StreamListener:
         return self._address
 
     async def close(self) -> None:
+        # Stop accepting, then let the connections already accepted reach the handler,
+        # and only then close the server. asyncio accepts in a callback that hands each
+        # socket to a task; in Python 3.11 a task that runs after ``Server.close()``
+        # fails an assertion (the server has no sockets any more) and drops the socket
+        # it was given without closing it: the client sees its handshake go unanswered
+        # and the socket leaks (a ``ResourceWarning``). The passes of the loop below run
+        # those tasks and their ``connection_made`` (``handlers.start``, which tracks
+        # the connection for ``handlers.close``).
+        loop = asyncio.get_running_loop()
+        for sock in self._server.sockets:
+            loop.remove_reader(sock.fileno())
+        for _ in range(_ACCEPT_PASSES):
+            await asyncio.sleep(0)
         self._server.close()
         if self._socket_id is not None:
             assert self._address.path is not None
@@ -353,10 +382,11 @@ async def listen(
         assert address.path is not None
         path = address.path
 
-        async def on_unix(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        def on_unix(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
             peer = _unix_peer(writer, path)
-            conn = _StreamConnection(reader, writer, peer=peer, max_frame_bytes=max_frame_bytes)
-            await handlers.run(conn)
+            handlers.start(
+                _StreamConnection(reader, writer, peer=peer, max_frame_bytes=max_frame_bytes)
+            )
 
         sock = await _bind_unix(path)
         try:
@@ -369,10 +399,11 @@ async def listen(
 
     if address.kind == "tcp":
 
-        async def on_tcp(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        def on_tcp(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
             peer = _tcp_peer(writer, "tcp")
-            conn = _StreamConnection(reader, writer, peer=peer, max_frame_bytes=max_frame_bytes)
-            await handlers.run(conn)
+            handlers.start(
+                _StreamConnection(reader, writer, peer=peer, max_frame_bytes=max_frame_bytes)
+            )
 
         try:
             server = await asyncio.start_server(

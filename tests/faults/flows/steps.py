@@ -19,3 +19,8 @@ async def slow_add(value: int, amount: int, seconds: float) -> int:
 def total(values: list[int]) -> int:
     """The sum of a map's outputs."""
     return sum(values)
+
+
+def greet(name: str) -> dict[str, str]:
+    """A step whose output holds a JSON string: what a flipped byte hides in."""
+    return {"text": f"hello {name}"}
