@@ -143,7 +143,8 @@ COMMANDS: dict[str, LazyCommand] = {
     "replay": LazyCommand(
         module=_CLI + "_runs",
         attr="replay",
-        summary="Rebuild RUN_ID's state from its log (calls nothing) and print it as JSON.",
+        summary="Rebuild RUN_ID's state from its log (calls nothing) and print it (--json: "
+        "as JSON).",
     ),
     "resume": LazyCommand(
         module=_CLI + "_runs",
@@ -291,12 +292,14 @@ def execute(
     work: Callable[[], Coroutine[Any, Any, T]],
     *,
     result_on_stdout: bool = False,
+    on_error: Callable[[Exception], None] | None = None,
 ) -> T:
     """Run ``work`` on a fresh event loop, turning errors into one line and an exit code.
 
     With ``result_on_stdout`` (a command whose stdout is its result: run, resume, fork,
     ...), whatever the run's code writes to stdout goes to stderr instead (see
-    ``_stdout_to_stderr``), so stdout carries the result alone.
+    ``_stdout_to_stderr``), so stdout carries the result alone. ``on_error`` is called
+    with an error before it is reported (``--json``: the error as JSON on stdout).
     """
     import asyncio
 
@@ -312,6 +315,8 @@ def execute(
     except Exception as exc:
         if options.debug:
             traceback.print_exc()
+        if on_error is not None:
+            on_error(exc)
         refuse(exc)
 
 

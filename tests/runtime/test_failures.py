@@ -120,7 +120,7 @@ def test_cli_exits_1_with_the_cause_code_when_a_run_fails(tmp_path: Path) -> Non
     assert resumed.returncode == 1
     assert "max_visits_exceeded" in resumed.stderr
 
-    replayed = cli(data, "replay", "run_cli_max")
+    replayed = cli(data, "replay", "run_cli_max", "--json")
     assert replayed.returncode == 0, replayed.stderr
     shown = json.loads(replayed.stdout)
     assert shown["status"] == "failed"
