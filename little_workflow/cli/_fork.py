@@ -7,6 +7,7 @@ from typing import Any
 
 import click
 
+from little_workflow.cli._complete import complete_step_paths
 from little_workflow.cli._main import (
     Options,
     execute,
@@ -22,7 +23,13 @@ from little_workflow.cli._workflow_arg import WorkflowReference
 
 @click.command()
 @click.argument("run_id")
-@click.option("--at", "at", required=True, help="The step path to fork at (it runs anew).")
+@click.option(
+    "--at",
+    "at",
+    required=True,
+    shell_complete=complete_step_paths,
+    help="The step path to fork at (it runs anew).",
+)
 @click.option(
     "--workflow",
     type=WorkflowReference(),

@@ -40,6 +40,7 @@ import click
 
 from little_workflow import __version__
 from little_workflow._environment import CRASH_ENV, FAULT_ENV
+from little_workflow.cli._complete import RUN_ID
 from little_workflow.cli._group import LazyCommand, LazyGroup
 
 # Nothing here imports the runtime, pydantic or asyncio at module level: `--help` and a
@@ -430,6 +431,7 @@ def read_input(text: str | None) -> Any:
     cls=LazyGroup,
     lazy=COMMANDS,
     global_options=lambda ctx, values: options_from(values),
+    argument_types={"run_id": RUN_ID},
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 @click.version_option(__version__, prog_name="little-workflow")
