@@ -17,7 +17,6 @@ Set up (docs: README, "Shell completion")::
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
@@ -105,6 +104,9 @@ def _items(values: list[str], incomplete: str) -> list[CompletionItem]:
 
 def _with_log(ctx: click.Context, read: Callable[[EventLog], Awaitable[list[str]]]) -> list[str]:
     """``read`` on the store the line names, or ``[]`` (no store yet, or any error)."""
+    # Imported here: `--help` imports this module, and must stay quick (tests/test_lazy_imports).
+    import asyncio
+
     try:
         url = _store_url(ctx)
         if url is None:

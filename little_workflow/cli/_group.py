@@ -57,17 +57,18 @@ class LazyGroup(click.Group):
         *args: Any,
         lazy: Mapping[str, LazyCommand],
         global_options: Callable[[click.Context, dict[str, Any]], Any] | None = None,
-        argument_types: Mapping[str, click.ParamType[Any]] | None = None,
+        argument_types: Callable[[], Mapping[str, click.ParamType[Any]]] | None = None,
         **kwargs: Any,
     ) -> None:
         """``global_options``: builds the context's ``obj`` from the global options'
         values (by parameter name) when a command is given some after its name.
         ``argument_types``: the type of every command's string argument of that name
-        (``run_id``: one that completes run ids in the shell)."""
+        (``run_id``: one that completes run ids in the shell); called when the first
+        command is resolved, so that listing the commands imports none of it."""
         super().__init__(*args, **kwargs)
         self.lazy = dict(lazy)
         self.make_obj = global_options
-        self.argument_types = dict(argument_types or {})
+        self.argument_types = argument_types or dict
 
     def global_params(self) -> list[click.Option]:
         """The options a command accepts after its name: the group's own, but help and
@@ -80,8 +81,9 @@ class LazyGroup(click.Group):
         if self.make_obj is None or getattr(command, _MARK, False):
             return
         setattr(command, _MARK, True)
+        types = self.argument_types()
         for param in command.params:
-            wanted = self.argument_types.get(param.name or "")
+            wanted = types.get(param.name or "")
             if (
                 wanted is not None
                 and isinstance(param, click.Argument)

@@ -40,7 +40,6 @@ import click
 
 from little_workflow import __version__
 from little_workflow._environment import CRASH_ENV, FAULT_ENV
-from little_workflow.cli._complete import RUN_ID
 from little_workflow.cli._group import LazyCommand, LazyGroup
 
 # Nothing here imports the runtime, pydantic or asyncio at module level: `--help` and a
@@ -431,7 +430,7 @@ def read_input(text: str | None) -> Any:
     cls=LazyGroup,
     lazy=COMMANDS,
     global_options=lambda ctx, values: options_from(values),
-    argument_types={"run_id": RUN_ID},
+    argument_types=lambda: {"run_id": run_id_type()},
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 @click.version_option(__version__, prog_name="little-workflow")
@@ -490,6 +489,13 @@ def cli(ctx: click.Context, /, **values: Any) -> None:
     # workflow's `fn: mymodule:function` finds mymodule.py next to the user.
     if "" not in sys.path and os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
+
+
+def run_id_type() -> click.ParamType[Any]:
+    """The type of every ``RUN_ID`` argument: it completes run ids in the shell."""
+    from little_workflow.cli._complete import RUN_ID
+
+    return RUN_ID
 
 
 def options_from(values: dict[str, Any]) -> Options:

@@ -145,7 +145,7 @@ def test_cli_run_prints_the_output_as_json_and_exits_0(tmp_path: Path) -> None:
     again = cli(tmp_path / "data", "resume", "run_cli_ok")
     assert again.returncode == 0, again.stderr
     assert json.loads(again.stdout) == output
-    assert "0 executed" in again.stderr
+    assert "nothing left to run" in again.stderr
 
 
 # --- 10. tool steps --------------------------------------------------------------------
