@@ -200,14 +200,14 @@ def _child(options: Options, env: dict[str, str], *args: str) -> subprocess.Pope
 @click.pass_obj
 def demo(options: Options, kill_after: int, speed: float) -> None:
     """Run a workflow, kill it with SIGKILL mid-flight, resume it, and show what was saved."""
-    from rich.console import Console
     from rich.markup import escape
 
+    from little_workflow.cli._tables import stdout_console
     from little_workflow.demo import WORKFLOW
     from little_workflow.ids import new_id
     from little_workflow.runtime import DataDir
 
-    console = Console(highlight=False)
+    console = stdout_console()
     data_dir = DataDir.at(options.data_dir).create()
     run_id = new_id("demo")
     watcher = _Watcher(options.store or data_dir.store_url, run_id)
@@ -273,19 +273,84 @@ def demo(options: Options, kill_after: int, speed: float) -> None:
         speed=speed,
         seconds=resumed_in,
     )
+    _closing(console, options, run_id)
+    if not ok:
+        sys.exit(EXIT_RUN_FAILED)
+
+
+def _closing(console: Any, options: Options, run_id: str) -> None:
+    """The commands to look further, as they can be typed here, and the worker's job."""
+    from rich.markup import escape
+
+    me = _as_typed(options)
     console.print(
-        f"\nLook inside: [bold]little-workflow show {run_id}[/] (its steps), "
-        f"[bold]little-workflow events {run_id}[/] (its log), "
-        "[bold]little-workflow ui[/] (in a browser)"
+        f"\nLook inside: [bold]{escape(me)} show {run_id}[/] (its steps), "
+        f"[bold]{escape(me)} events {run_id}[/] (its log), "
+        f"[bold]{escape(me)} ui[/] (in a browser)"
     )
+    if _in_a_venv(me):
+        console.print(
+            "(little-workflow is not on your PATH: it is in the venv. "
+            f"[bold]source {escape(str(_program(me).parent))}/activate[/] puts it there; "
+            "then plain [bold]little-workflow[/] works.)"
+        )
     console.print(
         "The demo resumed the run itself. In production, leave "
-        "[bold]little-workflow worker[/] running (on this same SQLite file, no server): "
+        f"[bold]{escape(me)} worker[/] running (on this same SQLite file, no server): "
         "it resumes runs whose process died, drives submitted runs and starts scheduled "
         "ones (docs/workers.md)."
     )
-    if not ok:
-        sys.exit(EXIT_RUN_FAILED)
+
+
+def _as_typed(options: Options) -> str:
+    """This program as the user can type it again in this shell, with the data
+    directory and store the demo used (when they are not the defaults).
+
+    ``little-workflow`` when that name on the PATH is this program; else the path it was
+    started by (``.venv/bin/little-workflow`` after the README's install, whose venv is
+    not activated), or ``PYTHON -m little_workflow``.
+    """
+    import shlex
+    import shutil
+
+    started = Path(sys.argv[0])
+    if started.name == "little-workflow":
+        found = shutil.which("little-workflow")
+        if found is not None and Path(found).resolve() == started.resolve():
+            words = ["little-workflow"]
+        else:
+            words = [_shown_path(started)]
+    else:
+        python = Path(sys.executable)
+        found = shutil.which(python.name)
+        same = found is not None and Path(found).resolve() == python.resolve()
+        words = [python.name if same else _shown_path(python), "-m", "little_workflow"]
+    if options.data_dir != Path(".little-workflow"):
+        words += ["--data-dir", str(options.data_dir)]
+    if options.store is not None:
+        words += ["--store", options.store]
+    return shlex.join(words)
+
+
+def _shown_path(path: Path) -> str:
+    """``path`` relative to the current directory when it is below it (``./x``, not ``x``:
+    a bare name would be looked up on the PATH)."""
+    try:
+        relative = path.absolute().relative_to(Path.cwd())
+    except ValueError:
+        return str(path.absolute())
+    return str(relative) if len(relative.parts) > 1 else f"./{relative}"
+
+
+def _program(command: str) -> Path:
+    import shlex
+
+    return Path(shlex.split(command)[0])
+
+
+def _in_a_venv(command: str) -> bool:
+    first = _program(command)
+    return len(first.parts) > 1 and (first.parent / "activate").exists()
 
 
 def _report(

@@ -7,6 +7,7 @@ from typing import Any
 
 import click
 
+from little_workflow.cli._complete import complete_step_paths
 from little_workflow.cli._main import (
     Options,
     execute,
@@ -15,13 +16,20 @@ from little_workflow.cli._main import (
     print_json,
     read_input,
 )
+from little_workflow.cli._results import error_printer, json_option, result_object
 from little_workflow.cli._runs import _progress, _runtime, progress_option
 from little_workflow.cli._workflow_arg import WorkflowReference
 
 
 @click.command()
 @click.argument("run_id")
-@click.option("--at", "at", required=True, help="The step path to fork at (it runs anew).")
+@click.option(
+    "--at",
+    "at",
+    required=True,
+    shell_complete=complete_step_paths,
+    help="The step path to fork at (it runs anew).",
+)
 @click.option(
     "--workflow",
     type=WorkflowReference(),
@@ -43,12 +51,7 @@ from little_workflow.cli._workflow_arg import WorkflowReference
     help='New retry policies, as JSON: {"<step id>": {"attempts": 3, "backoff": 1}}.',
 )
 @click.option("--run-id", "new_run_id", default=None, help="The new run's id [default: a new one].")
-@click.option(
-    "--json",
-    "as_json",
-    is_flag=True,
-    help="Print the new run id, its origin, counts and output as one JSON object.",
-)
+@json_option
 @progress_option
 @click.pass_obj
 def fork(
@@ -98,18 +101,18 @@ def fork(
                 policy=policy,
             )
 
-    result = execute(options, work, result_on_stdout=True)
+    on_error = error_printer(chosen) if as_json else None
+    result = execute(options, work, result_on_stdout=True, on_error=on_error)
     origin = result.state.forked_from
     at = origin.at if origin is not None else at  # as the log records it: canonical
     if as_json:
         print_json(
             {
-                "runId": result.run_id,
+                **result_object(result),
                 "forkedFrom": {"runId": run_id, "at": at},
-                "status": result.status.value,
+                # As before the common shape (``steps``): kept for scripts that read them.
                 "keptSteps": result.replayed_steps,
                 "executedSteps": result.executed_steps,
-                "output": result.output,
             }
         )
         return

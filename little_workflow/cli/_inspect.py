@@ -17,7 +17,7 @@ import click
 
 from little_workflow.cli._main import Options, execute, print_json
 from little_workflow.cli._runs import _runtime
-from little_workflow.cli._tables import print_table
+from little_workflow.cli._tables import print_table, stdout_console
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -350,7 +350,6 @@ def show(options: Options, *, run_id: str, as_json: bool) -> None:
             }
         )
         return
-    from rich.console import Console
     from rich.markup import escape
     from rich.tree import Tree
 
@@ -377,8 +376,12 @@ def show(options: Options, *, run_id: str, as_json: bool) -> None:
                 f"{label}  [dim]{row.kind}[/]  [{colour}]{row.status}[/]{escape(route)}  "
                 f"attempts {row.attempts}  {took}"
             )
+            if row.status == "failed" and row.error:
+                # The cause and message as the log records them (whole: on a terminal
+                # the tree folds it; `show --json` has it too, as "error").
+                label += f"\n[red]error:[/] {escape(row.error)}"
         parents.append(parents[node.depth].add(label))
-    console = Console()
+    console = stdout_console()
     console.print(tree)
     if summary.waiting is not None:
         console.print(waiting_line(options, run_id, summary.waiting), markup=False)

@@ -146,7 +146,8 @@ COMMANDS: dict[str, LazyCommand] = {
     "replay": LazyCommand(
         module=_CLI + "_runs",
         attr="replay",
-        summary="Rebuild RUN_ID's state from its log (calls nothing) and print it as JSON.",
+        summary="Rebuild RUN_ID's state from its log (calls nothing) and print it (--json: "
+        "as JSON).",
     ),
     "resume": LazyCommand(
         module=_CLI + "_runs",
@@ -299,12 +300,14 @@ def execute(
     work: Callable[[], Coroutine[Any, Any, T]],
     *,
     result_on_stdout: bool = False,
+    on_error: Callable[[Exception], None] | None = None,
 ) -> T:
     """Run ``work`` on a fresh event loop, turning errors into one line and an exit code.
 
     With ``result_on_stdout`` (a command whose stdout is its result: run, resume, fork,
     ...), whatever the run's code writes to stdout goes to stderr instead (see
-    ``_stdout_to_stderr``), so stdout carries the result alone.
+    ``_stdout_to_stderr``), so stdout carries the result alone. ``on_error`` is called
+    with an error before it is reported (``--json``: the error as JSON on stdout).
     """
     import asyncio
 
@@ -322,6 +325,8 @@ def execute(
             traceback.print_exc()
         from little_workflow.errors import RunWaitingError
 
+        if on_error is not None:
+            on_error(exc)
         if isinstance(exc, RunWaitingError):
             _waiting(options, exc)
         refuse(exc)
@@ -448,7 +453,13 @@ def read_input(text: str | None) -> Any:
         refuse(InvalidInputError(f"--input from {source} is not valid JSON: {exc}"))
 
 
-@click.group(cls=LazyGroup, lazy=COMMANDS, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(
+    cls=LazyGroup,
+    lazy=COMMANDS,
+    global_options=lambda ctx, values: options_from(values),
+    argument_types=lambda: {"run_id": run_id_type()},
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
 @click.version_option(__version__, prog_name="little-workflow")
 @click.option(
     "--data-dir",
@@ -472,6 +483,7 @@ def read_input(text: str | None) -> Any:
 @click.option(
     "--setup",
     default=None,
+    metavar="MODULE:ATTR",
     help="package.module:attr naming a RuntimeSetup (model slots, tools, workflows) "
     "[env LITTLE_WORKFLOW_SETUP].",
 )
@@ -493,38 +505,51 @@ def read_input(text: str | None) -> Any:
 )
 @click.option("--debug", is_flag=True, help="Show tracebacks (of an error, and in a worker's log).")
 @click.pass_context
-def cli(
-    ctx: click.Context,
-    *,
-    data_dir: Path | None,
-    store: str | None,
-    lock_timeout: float,
-    setup: str | None,
-    max_payload_bytes: int | None,
-    no_import_functions: bool,
-    debug: bool,
-) -> None:
-    """Durable execution for LLM-agent workflows."""
-    crash = os.environ.get(CRASH_ENV)
-    if crash is not None and not crash.isdigit():
-        raise click.BadParameter(f"{CRASH_ENV} must be a positive integer, not {crash!r}")
-    ctx.obj = Options(
-        data_dir=data_dir or Path(os.environ.get("LITTLE_WORKFLOW_DATA_DIR", ".little-workflow")),
-        store=store or os.environ.get("LITTLE_WORKFLOW_STORE") or None,
-        debug=debug,
-        lock_timeout=lock_timeout,
-        crash_after_events=int(crash) if crash else None,
-        setup=setup or os.environ.get("LITTLE_WORKFLOW_SETUP") or None,
-        faults=os.environ.get(FAULT_ENV) or None,
-        max_payload_bytes=max_payload_bytes,
-        import_functions=not no_import_functions,
-    )
+def cli(ctx: click.Context, /, **values: Any) -> None:
+    """Durable execution for LLM-agent workflows.
+
+    The options below may also be given after the command (little-workflow run x.yaml
+    --setup mod:setup); there they win over the same option given before it.
+    """
+    ctx.obj = options_from(values)
     # Like `python -m`, make modules in the current directory importable, so that a
     # workflow's `fn: mymodule:function` finds mymodule.py next to the user.
     if "" not in sys.path and os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
 
 
+def run_id_type() -> click.ParamType[Any]:
+    """The type of every ``RUN_ID`` argument: it completes run ids in the shell."""
+    from little_workflow.cli._complete import RUN_ID
+
+    return RUN_ID
+
+
+def options_from(values: dict[str, Any]) -> Options:
+    """``Options`` from the global options' values (by parameter name) and the environment.
+
+    The root group calls it with its own values; a command given global options after
+    its name calls it again with those merged over the root's (``LazyGroup``).
+    """
+    crash = os.environ.get(CRASH_ENV)
+    if crash is not None and not crash.isdigit():
+        raise click.BadParameter(f"{CRASH_ENV} must be a positive integer, not {crash!r}")
+    data_dir: Path | None = values.get("data_dir")
+    return Options(
+        data_dir=data_dir or Path(os.environ.get("LITTLE_WORKFLOW_DATA_DIR", ".little-workflow")),
+        store=values.get("store") or os.environ.get("LITTLE_WORKFLOW_STORE") or None,
+        debug=bool(values.get("debug")),
+        lock_timeout=float(values.get("lock_timeout", 60.0)),
+        crash_after_events=int(crash) if crash else None,
+        setup=values.get("setup") or os.environ.get("LITTLE_WORKFLOW_SETUP") or None,
+        faults=os.environ.get(FAULT_ENV) or None,
+        max_payload_bytes=values.get("max_payload_bytes"),
+        import_functions=not values.get("no_import_functions"),
+    )
+
+
 def main() -> None:
     """Run the command line."""
-    cli()
+    # Named, not taken from argv[0]: `python -m little_workflow` says and completes as
+    # `little-workflow` too (the completion variable is _LITTLE_WORKFLOW_COMPLETE).
+    cli(prog_name="little-workflow")

@@ -165,7 +165,10 @@ async def show_progress(
     done before, not shown. A live status on a terminal, plain lines otherwise; the
     events committed after the last look (the run's end) are shown when the block exits.
     """
-    console = console or Console(stderr=True, highlight=False)
+    if console is None:
+        from little_workflow.cli._tables import stdout_console
+
+        console = stdout_console(stderr=True)
     view = ProgressView(run_id)
     for record in await log.read(run_id):
         view.replayed(record)

@@ -13,7 +13,6 @@ import click
 
 from little_workflow.cli._main import Options, execute, print_json
 from little_workflow.cli._runs import _runtime
-from little_workflow.cli._workers import _with_store, store_option
 
 
 def _rate(_ctx: click.Context, _param: click.Parameter, value: str | None) -> Any:
@@ -58,7 +57,6 @@ def queue() -> None:
 @queue.command(name="set")
 @click.argument("name")
 @_limit_options
-@store_option
 @click.pass_obj
 def set_(
     options: Options,
@@ -66,11 +64,9 @@ def set_(
     name: str,
     concurrency: int | None,
     rate: Any,
-    store_url: str | None,
 ) -> None:
     """Create or change queue NAME: at most --concurrency of its runs held at once and
     --rate claims (a limit not given is removed)."""
-    options = _with_store(options, store_url)
 
     async def work() -> Any:
         async with _runtime(options) as runtime:
@@ -82,13 +78,10 @@ def set_(
 
 @queue.command(name="list")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
-@store_option
 @click.pass_obj
-def list_(options: Options, *, as_json: bool, store_url: str | None) -> None:
+def list_(options: Options, *, as_json: bool) -> None:
     """List the queues (``default`` included) and their limits."""
     from little_workflow.cli._tables import print_table
-
-    options = _with_store(options, store_url)
 
     async def work() -> Any:
         async with _runtime(options) as runtime:
@@ -114,11 +107,9 @@ def list_(options: Options, *, as_json: bool, store_url: str | None) -> None:
 
 @queue.command()
 @click.argument("name")
-@store_option
 @click.pass_obj
-def remove(options: Options, *, name: str, store_url: str | None) -> None:
+def remove(options: Options, *, name: str) -> None:
     """Remove queue NAME's limits (runs queued on it are then claimed without limit)."""
-    options = _with_store(options, store_url)
 
     async def work() -> bool:
         async with _runtime(options) as runtime:
@@ -136,7 +127,6 @@ def model_limit() -> None:
 @model_limit.command(name="set")
 @click.argument("slot")
 @_limit_options
-@store_option
 @click.pass_obj
 def model_set(
     options: Options,
@@ -144,10 +134,8 @@ def model_set(
     slot: str,
     concurrency: int | None,
     rate: Any,
-    store_url: str | None,
 ) -> None:
     """Limit the calls through model slot SLOT: --concurrency at once, --rate per period."""
-    options = _with_store(options, store_url)
 
     async def work() -> None:
         async with _runtime(options) as runtime:
@@ -159,13 +147,10 @@ def model_set(
 
 @model_limit.command(name="list")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
-@store_option
 @click.pass_obj
-def model_list(options: Options, *, as_json: bool, store_url: str | None) -> None:
+def model_list(options: Options, *, as_json: bool) -> None:
     """List the model slots that have limits."""
     from little_workflow.cli._tables import print_table
-
-    options = _with_store(options, store_url)
 
     async def work() -> Any:
         async with _runtime(options) as runtime:
@@ -193,11 +178,9 @@ def model_list(options: Options, *, as_json: bool, store_url: str | None) -> Non
 
 @model_limit.command(name="remove")
 @click.argument("slot")
-@store_option
 @click.pass_obj
-def model_remove(options: Options, *, slot: str, store_url: str | None) -> None:
+def model_remove(options: Options, *, slot: str) -> None:
     """Remove model slot SLOT's limits."""
-    options = _with_store(options, store_url)
 
     async def work() -> bool:
         async with _runtime(options) as runtime:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +18,13 @@ from little_workflow.cli._main import (
     on_code_drift_option,
     print_json,
     read_input,
+)
+from little_workflow.cli._results import (
+    error_printer,
+    json_option,
+    print_replay,
+    result_object,
+    resume_line,
 )
 from little_workflow.cli._workflow_arg import workflow_argument
 
@@ -70,6 +77,7 @@ async def _progress(runtime: Any, run_id: str, wanted: bool | None) -> AsyncIter
 @input_option("The run's input")
 @click.option("--run-id", default=None, help="Use this run id (resumes it if it exists).")
 @progress_option
+@json_option
 @click.pass_obj
 def run(
     options: Options,
@@ -78,6 +86,7 @@ def run(
     input_text: str | None,
     run_id: str | None,
     progress: bool | None,
+    as_json: bool,
 ) -> None:
     """Run WORKFLOW (.json/.yaml) and print its output as JSON.
 
@@ -95,7 +104,10 @@ def run(
         async with _runtime(options) as runtime, _progress(runtime, chosen, progress):
             return await runtime.run(workflow, run_input, run_id=chosen)
 
-    result = execute(options, work, result_on_stdout=True)
+    result = execute(options, work, result_on_stdout=True, on_error=_on_error(as_json, chosen))
+    if as_json:
+        print_json(result_object(result))
+        return
     click.echo(f"run {result.run_id} completed", err=True)
     print_json(result.output)
 
@@ -104,8 +116,11 @@ def run(
 @click.argument("run_id")
 @progress_option
 @on_code_drift_option
+@json_option
 @click.pass_obj
-def resume(options: Options, *, run_id: str, progress: bool | None, on_code_drift: str) -> None:
+def resume(
+    options: Options, *, run_id: str, progress: bool | None, on_code_drift: str, as_json: bool
+) -> None:
     """Continue RUN_ID from the end of its log and print its output as JSON."""
     options = dataclasses.replace(options, on_code_drift=on_code_drift)
 
@@ -113,47 +128,53 @@ def resume(options: Options, *, run_id: str, progress: bool | None, on_code_drif
         async with _runtime(options) as runtime, _progress(runtime, run_id, progress):
             return await runtime.resume(run_id)
 
-    result = execute(options, work, result_on_stdout=True)
-    calls = (
-        f"; {result.replayed_calls} model/tool call(s) replayed, {result.made_calls} made"
-        if result.replayed_calls or result.made_calls
-        else ""
-    )
-    click.echo(
-        f"run {result.run_id} completed: {result.replayed_steps} step(s) replayed from the log, "
-        f"{result.executed_steps} executed{calls}",
-        err=True,
-    )
+    result = execute(options, work, result_on_stdout=True, on_error=_on_error(as_json, run_id))
+    if as_json:
+        print_json(result_object(result))
+        return
+    click.echo(resume_line(result), err=True)
     print_json(result.output)
 
 
 @click.command()
 @click.argument("run_id")
 @progress_option
+@json_option
 @click.pass_obj
-def retry(options: Options, *, run_id: str, progress: bool | None) -> None:
+def retry(options: Options, *, run_id: str, progress: bool | None, as_json: bool) -> None:
     """Run the failed RUN_ID again from its failed step (same workflow version and input)."""
 
     async def work() -> Any:
         async with _runtime(options) as runtime, _progress(runtime, run_id, progress):
             return await runtime.retry(run_id)
 
-    result = execute(options, work, result_on_stdout=True)
-    click.echo(f"run {result.run_id} completed", err=True)
+    result = execute(options, work, result_on_stdout=True, on_error=_on_error(as_json, run_id))
+    if as_json:
+        print_json(result_object(result))
+        return
+    click.echo(resume_line(result, verb="retried"), err=True)
     print_json(result.output)
 
 
 @click.command()
 @click.argument("run_id")
+@click.option("--json", "as_json", is_flag=True, help="Print the rebuilt state as JSON.")
 @click.pass_obj
-def replay(options: Options, run_id: str) -> None:
-    """Rebuild RUN_ID's state from its log (calls nothing) and print it as JSON."""
+def replay(options: Options, *, run_id: str, as_json: bool) -> None:
+    """Rebuild RUN_ID's state from its log (calls nothing) and print it (--json: as JSON).
+
+    Says each step's status and attempts (a failed one's error), where a resume would
+    continue, and the output of a completed run.
+    """
 
     async def work() -> Any:
         async with _runtime(options) as runtime:
             return await runtime.replay(run_id)
 
     result = execute(options, work)
+    if not as_json:
+        print_replay(result)
+        return
     state = result.state
     print_json(
         {
@@ -176,3 +197,7 @@ def replay(options: Options, run_id: str) -> None:
             },
         }
     )
+
+
+def _on_error(as_json: bool, run_id: str) -> Callable[[Exception], None] | None:
+    return error_printer(run_id) if as_json else None

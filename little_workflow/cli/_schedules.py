@@ -13,7 +13,6 @@ import click
 
 from little_workflow.cli._main import Options, execute, input_option, print_json, read_input
 from little_workflow.cli._runs import _runtime
-from little_workflow.cli._workers import _with_store, store_option
 from little_workflow.cli._workflow_arg import workflow_argument
 
 
@@ -39,7 +38,6 @@ def schedule() -> None:
     show_default=True,
     help="Ticks missed by more than 60 s (no worker ran): start only the latest, or none.",
 )
-@store_option
 @click.pass_obj
 def add(
     options: Options,
@@ -50,11 +48,9 @@ def add(
     input_text: str | None,
     tz: str,
     catch_up: str,
-    store_url: str | None,
 ) -> None:
     """Add schedule NAME: a run of WORKFLOW at each tick of --cron, started by a worker."""
     run_input = read_input(input_text)
-    options = _with_store(options, store_url)
 
     async def work() -> Any:
         async with _runtime(options) as runtime:
@@ -68,13 +64,10 @@ def add(
 
 @schedule.command(name="list")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
-@store_option
 @click.pass_obj
-def list_(options: Options, *, as_json: bool, store_url: str | None) -> None:
+def list_(options: Options, *, as_json: bool) -> None:
     """List the schedules: name, cron, time zone, workflow, catch-up, state."""
     from little_workflow.cli._tables import print_table
-
-    options = _with_store(options, store_url)
 
     async def work() -> Any:
         async with _runtime(options) as runtime:
@@ -104,10 +97,8 @@ def list_(options: Options, *, as_json: bool, store_url: str | None) -> None:
 def _change(verb: str, action: str) -> Any:
     @schedule.command(name=verb)
     @click.argument("name")
-    @store_option
     @click.pass_obj
-    def command(options: Options, *, name: str, store_url: str | None) -> None:
-        options = _with_store(options, store_url)
+    def command(options: Options, *, name: str) -> None:
 
         async def work() -> None:
             async with _runtime(options) as runtime:

@@ -32,11 +32,15 @@ STATUS_STYLES = {
 }
 
 
-def stdout_console() -> Console:
-    """A console for stdout: the terminal's width, or whole rows on a pipe."""
+def stdout_console(*, stderr: bool = False) -> Console:
+    """A console for stdout (or stderr): the terminal's width, or whole lines on a pipe
+    or in a file (rich would fold them at 80 columns, mid-sentence)."""
     from rich.console import Console
 
-    return Console(highlight=False) if sys.stdout.isatty() else Console(width=_PIPE_WIDTH)
+    stream = sys.stderr if stderr else sys.stdout
+    if stream.isatty():
+        return Console(highlight=False, stderr=stderr)
+    return Console(highlight=False, stderr=stderr, width=_PIPE_WIDTH)
 
 
 def print_table(

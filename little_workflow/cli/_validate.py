@@ -15,14 +15,6 @@ from little_workflow.cli._workflow_arg import workflow_argument
 @workflow_argument
 @input_option("Also check this input, as run would")
 @click.option(
-    "--setup",
-    "setup_reference",
-    default=None,
-    metavar="MODULE:ATTR",
-    help="The RuntimeSetup to resolve functions, tools and model slots against [default: "
-    "the global --setup, or LITTLE_WORKFLOW_SETUP].",
-)
-@click.option(
     "--json",
     "as_json",
     is_flag=True,
@@ -35,14 +27,14 @@ def validate(
     *,
     workflow: Path | str,
     input_text: str | None,
-    setup_reference: str | None,
     as_json: bool,
 ) -> None:
     """Check WORKFLOW as a run would before it starts, and print what it uses; writes nothing.
 
     Loads and validates the document and its sub-workflows, resolves every function, tool
-    and model slot against the setup, and with --input checks the input (the workflow's
-    input: schema, and the fields every completed run reads). Exit 0 when a run could
+    and model slot against the setup (--setup, before or after the command), and with
+    --input checks the input (the workflow's input: schema, and the fields every
+    completed run reads). Exit 0 when a run could
     start, 3 when it would be refused. WORKFLOW may be module:function (a @workflow).
     """
     import sys
@@ -51,7 +43,7 @@ def validate(
     from little_workflow.runtime._check import check_workflow_definition
 
     run_input = read_input(input_text)
-    reference = setup_reference or options.setup
+    reference = options.setup
     try:
         extra = {} if reference is None else load_setup(reference).runtime_options()
         # Never opened: its data directory is not created, its store not touched.

@@ -29,21 +29,6 @@ from little_workflow.cli._runs import _runtime
 from little_workflow.cli._workflow_arg import workflow_argument
 
 
-def store_option(function: Any) -> Any:
-    """``--store`` after the command name, overriding the one before it."""
-    return click.option(
-        "--store",
-        "store_url",
-        default=None,
-        help="Store URL (sqlite:///... or postgresql://...): overrides --store given "
-        "before the command.",
-    )(function)
-
-
-def _with_store(options: Options, store_url: str | None) -> Options:
-    return options if store_url is None else dataclasses.replace(options, store=store_url)
-
-
 @click.command()
 @workflow_argument
 @input_option("The run's input")
@@ -55,7 +40,6 @@ def _with_store(options: Options, store_url: str | None) -> Options:
     show_default=True,
     help="The queue whose limits the run is claimed under (see `queue set`).",
 )
-@store_option
 @click.pass_obj
 def submit(
     options: Options,
@@ -64,11 +48,9 @@ def submit(
     input_text: str | None,
     run_id: str | None,
     queue_name: str,
-    store_url: str | None,
 ) -> None:
     """Queue a run of WORKFLOW for the workers and print its id."""
     run_input = read_input(input_text)
-    options = _with_store(options, store_url)
 
     async def work() -> str:
         async with _runtime(options) as runtime:
@@ -129,7 +111,6 @@ def submit(
     default=None,
     help="Stop after this many runs ended here [default: run until SIGTERM/SIGINT].",
 )
-@store_option
 @on_code_drift_option
 @click.pass_obj
 def worker(
@@ -144,7 +125,6 @@ def worker(
     worker_id: str | None,
     threads: int | None,
     max_runs: int | None,
-    store_url: str | None,
 ) -> None:
     """Claim queued runs and drive them until stopped (SIGTERM/SIGINT release them);
     resume the runs whose process died (see --recover-every).
@@ -177,7 +157,6 @@ def worker(
 
     from little_workflow.runtime import Worker, WorkerReport
 
-    options = _with_store(options, store_url)
     if threads is not None:
         options = dataclasses.replace(options, sync_threads=threads)
     options = dataclasses.replace(options, on_code_drift=on_code_drift)
@@ -234,7 +213,6 @@ def worker(
     show_default=True,
     help="Seconds between looks at the run.",
 )
-@store_option
 @click.pass_obj
 def wait(
     options: Options,
@@ -242,7 +220,6 @@ def wait(
     run_id: str,
     timeout: float | None,
     interval: float,
-    store_url: str | None,
 ) -> None:
     """Wait until RUN_ID ends; print its output as JSON (exit 1 failed, 6 cancelled)."""
     import asyncio
@@ -250,8 +227,6 @@ def wait(
 
     from little_workflow.events import RunStatus
     from little_workflow.ids import validate_id
-
-    options = _with_store(options, store_url)
 
     async def work() -> Any:
         async with _runtime(options) as runtime:
@@ -283,15 +258,10 @@ def wait(
 @click.command()
 @click.option("--all", "include_stopped", is_flag=True, help="Include stopped workers.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
-@store_option
 @click.pass_obj
-def workers(
-    options: Options, *, include_stopped: bool, as_json: bool, store_url: str | None
-) -> None:
+def workers(options: Options, *, include_stopped: bool, as_json: bool) -> None:
     """List the workers: host, pid, runs held and their lease ages, last heartbeat."""
     from little_workflow.cli._tables import print_table
-
-    options = _with_store(options, store_url)
 
     async def work() -> tuple[list[Any], float]:
         async with _runtime(options) as runtime:

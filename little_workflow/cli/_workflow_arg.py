@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+from click.shell_completion import CompletionItem
 
 __all__ = ["workflow_argument"]
 
@@ -17,6 +18,12 @@ class WorkflowReference(click.ParamType):  # type: ignore[type-arg]
     """A workflow file that exists, or ``module:function`` (imported by the runtime)."""
 
     name = "workflow"
+
+    def shell_complete(
+        self, ctx: click.Context, param: click.Parameter, incomplete: str
+    ) -> list[CompletionItem]:
+        """Completed by the shell as a file name (a module:function is not listed)."""
+        return [CompletionItem(incomplete, type="file")]
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         if isinstance(value, Path):

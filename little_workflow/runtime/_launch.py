@@ -139,11 +139,19 @@ def make_run_dirs(data_dir: DataDir, run_id: str) -> None:
         raise StorageError(f"cannot create the scratch directory of run {run_id!r}: {exc}") from exc
 
 
+def cancelled_message(run_id: str, reason: str | None) -> str:
+    """What ends a cancelled run, with the reason recorded (``cancel --reason``), if any."""
+    return f"run {run_id!r} was cancelled" + (f": {reason}" if reason else "")
+
+
 def result_of(state: RunState) -> RunResult:
     """The result of a finished run; ``RunFailedError`` if it failed or was cancelled."""
     if state.status is RunStatus.CANCELLED:
+        # The fold keeps ``RunCancelled.reason`` as the failure message.
         raise RunFailedError(
-            f"run {state.run_id!r} was cancelled", cause_code="cancelled", run_id=state.run_id
+            cancelled_message(state.run_id, state.failure_message),
+            cause_code="cancelled",
+            run_id=state.run_id,
         )
     if state.status is RunStatus.FAILED:
         raise RunFailedError(
@@ -215,7 +223,9 @@ class Launcher:
             # now rather than run another step.
             await record_cancelled(self.host.events, self.host.kv, state, request)
             raise RunFailedError(
-                f"run {state.run_id!r} was cancelled", cause_code="cancelled", run_id=state.run_id
+                cancelled_message(state.run_id, request.reason),
+                cause_code="cancelled",
+                run_id=state.run_id,
             )
         if program is None:
             program = await self.load(state)

@@ -391,6 +391,9 @@ def apply_event(state: RunState, event: Event, seq: int, ts: float) -> RunState:
                         # It runs again: its visit is not finished any more.
                         record.status = "running"
                         record.failures = 0
+                        # The retry starts its attempts afresh: a step it completes
+                        # carries no error of the failed run's (``show --json``).
+                        record.last_error = None
                         key = scope_key(record.path, record.step_id, record.visit)
                         state.visit_counts[key] -= 1
         case HarnessSessionStarted():

@@ -27,13 +27,33 @@ def test_demo_kills_inside_a_session_and_replays_model_and_tool_calls(tmp_path: 
         text=True,
         timeout=120,
         check=False,
-        env={"PATH": "/usr/bin:/bin", "COLUMNS": "200"},
+        # No COLUMNS: rich would fold a pipe's lines at 80 columns, mid-sentence.
+        env={"PATH": "/usr/bin:/bin"},
     )
     assert result.returncode == 0, result.stdout + result.stderr
     text = result.stdout
     assert "SIGKILL" in text
     assert "the output equals an uncrashed run's; nothing committed ran twice" in text
-    assert "little-workflow worker" in " ".join(text.split())
+    lines = text.splitlines()
+    closing = next(line for line in lines if line.startswith("The demo resumed the run"))
+    assert closing.endswith("starts scheduled ones (docs/workers.md).")
+    # The commands it names work as typed, in the shell it ran in (nothing on the PATH).
+    me = f"{sys.executable} -m little_workflow"
+    assert f"leave {me} worker running" in closing
+    look = next(line for line in lines if line.startswith("Look inside: "))
+    named = re.fullmatch(
+        r"Look inside: (.+) \(its steps\), (.+) \(its log\), (.+) \(in a browser\)", look
+    )
+    assert named is not None, look
+    assert named.group(3) == f"{me} ui"
+    for command in named.group(1, 2):
+        assert command.startswith(me)
+        typed = subprocess.run(
+            command, shell=True, cwd=tmp_path, capture_output=True, text=True, check=False,
+            env={"PATH": "/usr/bin:/bin"},
+        )  # fmt: skip
+        assert typed.returncode == 0, (command, typed.stderr)
+        assert "RunCompleted" in typed.stdout or "review-candidates" in typed.stdout
 
     run_id = re.search(r"run id\s+(demo_\w+)", text)
     assert run_id is not None
@@ -87,3 +107,33 @@ def test_demo_kills_inside_a_session_and_replays_model_and_tool_calls(tmp_path: 
     assert model[1] == MODEL_CALLS - model_before < MODEL_CALLS
     assert tool[1] == TOOL_CALLS - tool_before
     assert made.count("step") == 5  # fetch, summarize, judge x2, revise: none killed
+
+
+def test_after_the_readme_install_the_demo_names_the_venv_s_command(tmp_path: Path) -> None:
+    """``.venv/bin/little-workflow demo`` (the README's, venv not activated): the hint says
+    ``.venv/bin/little-workflow``, which works as typed, and how to activate the venv."""
+    venv = Path(sys.executable).parent.parent
+    program = f"{venv.name}/bin/little-workflow"
+    data = tmp_path / "data"
+    result = subprocess.run(
+        [program, "--data-dir", str(data), "demo", "--speed", "0.3"],
+        cwd=venv.parent,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env={"PATH": "/usr/bin:/bin"},
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = result.stdout.splitlines()
+    look = next(line for line in lines if line.startswith("Look inside: "))
+    me = f"{program} --data-dir {data}"
+    assert look.startswith(f"Look inside: {me} show demo_")
+    shown = re.search(r"Look inside: (.+?) \(its steps\)", look)
+    assert shown is not None
+    typed = subprocess.run(
+        shown.group(1), shell=True, cwd=venv.parent, capture_output=True, text=True,
+        check=False, env={"PATH": "/usr/bin:/bin"},
+    )  # fmt: skip
+    assert typed.returncode == 0, typed.stderr
+    assert f"source {venv.name}/bin/activate" in result.stdout

@@ -101,9 +101,14 @@ def test_a_fork_after_an_edited_step_replays_everything_before_it(tmp_path: Path
         "keptSteps": 2,
         "executedSteps": 1,
         "output": {"first": source["first"], "second": {"who": "Grace", "score": 90}},
+        "error": None,
+        "steps": {"replayed": 2, "executed": 1},
+        # The edited session's model and tool calls, made anew; the kept steps are
+        # replayed whole, not call by call.
+        "calls": {"replayed": 0, "made": len(SECOND_SESSION) + 2},
     }
 
-    shown = cli(data_dir, "replay", "fork_1")
+    shown = cli(data_dir, "replay", "fork_1", "--json")
     assert json.loads(shown.stdout)["unreached"] == []
 
 

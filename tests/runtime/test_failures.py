@@ -120,7 +120,7 @@ def test_cli_exits_1_with_the_cause_code_when_a_run_fails(tmp_path: Path) -> Non
     assert resumed.returncode == 1
     assert "max_visits_exceeded" in resumed.stderr
 
-    replayed = cli(data, "replay", "run_cli_max")
+    replayed = cli(data, "replay", "run_cli_max", "--json")
     assert replayed.returncode == 0, replayed.stderr
     shown = json.loads(replayed.stdout)
     assert shown["status"] == "failed"
@@ -145,7 +145,7 @@ def test_cli_run_prints_the_output_as_json_and_exits_0(tmp_path: Path) -> None:
     again = cli(tmp_path / "data", "resume", "run_cli_ok")
     assert again.returncode == 0, again.stderr
     assert json.loads(again.stdout) == output
-    assert "0 executed" in again.stderr
+    assert "nothing left to run" in again.stderr
 
 
 # --- 10. tool steps --------------------------------------------------------------------

@@ -70,7 +70,7 @@ def test_the_cli_records_the_failure_exits_1_and_retry_then_completes(
     assert "step 'misbehave'" in line
     assert error_code in line
 
-    state = json.loads(cli(data, "replay", "r1").stdout)
+    state = json.loads(cli(data, "replay", "r1", "--json").stdout)
     assert state["status"] == "failed"
     events = _events(data, "r1")
     attempt = next(e for e in events if e["type"] == "StepAttemptFailed")

@@ -64,3 +64,10 @@ def research_setup() -> RuntimeSetup:
     return RuntimeSetup(
         model_slots={"researcher": ModelSlot(provider=scripted("an answer"), model="scripted")}
     )
+
+
+def flaky(topic: str) -> str:
+    """Fails (``ValueError``) until the file ``LW_TEST_FIXED`` names exists."""
+    if not Path(os.environ["LW_TEST_FIXED"]).exists():
+        raise ValueError(f"the {topic} service is down")
+    return f"fixed {topic}"
