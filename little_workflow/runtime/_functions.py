@@ -155,7 +155,7 @@ class FunctionRegistry:
                 f"function {reference!r} is defined in a script or notebook (module "
                 f"__main__), which no other process can import: register it, "
                 f"Runtime(functions={{{reference!r}: {attribute or 'fn'}}}), or move it into "
-                "a module (docs/lwir.md, \"Functions from a script or notebook\")"
+                'a module (docs/lwir.md, "Functions from a script or notebook")'
             )
         target: Any = import_reference(reference, what="function", public_only=True)
         result: Callable[..., Any] = target
