@@ -39,12 +39,12 @@ def require(extra: str, feature: str) -> None:
                 # psycopg lists every implementation it tried, one per line: the first says it.
                 reason = str(exc).splitlines()[0] if str(exc) else "no libpq"
                 raise MissingExtraError(
-                    f"{feature} needs psycopg, which is installed but cannot load libpq "
+                    f"{feature} needs psycopg, which is installed but cannot load a libpq wrapper "
                     f"({reason}): pip install 'psycopg[binary]' (or install the system's libpq)",
                     extra=extra,
                 ) from exc
             raise MissingExtraError(
-                f"{feature} needs the {extra!r} extra ({module} is not installed): "
+                f"{feature} needs the {extra!r} extra ({missing or module} is not installed): "
                 f"pip install 'little-workflow[{extra}]'",
                 extra=extra,
             ) from exc

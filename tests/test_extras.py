@@ -64,7 +64,7 @@ def test_the_extras_table_matches_pyproject() -> None:
 
 
 def _cli_without(
-    blocked: tuple[str, ...], *args: str, cwd: Path
+    blocked: tuple[str, ...], *args: str, cwd: Path, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
     code = (
         "import runpy, sys\n"
@@ -76,7 +76,7 @@ def _cli_without(
     return subprocess.run(
         [sys.executable, "-c", code],
         cwd=cwd,
-        env=clean_env(),
+        env={**clean_env(), **(env or {})},
         capture_output=True,
         text=True,
         timeout=120,
@@ -107,6 +107,17 @@ def test_a_command_without_its_extra_names_it(
     tmp_path: Path, blocked: tuple[str, ...], args: tuple[str, ...], extra: str
 ) -> None:
     _one_line(_cli_without(blocked, *args, cwd=tmp_path), extra)
+
+
+def test_a_psycopg_without_libpq_names_the_binary_build(tmp_path: Path) -> None:
+    # The same failure as a psycopg with no libpq on the machine: no implementation loads.
+    done = _cli_without(
+        (), "--store", _POSTGRES_URL, "runs", cwd=tmp_path, env={"PSYCOPG_IMPL": "c"}
+    )
+    assert done.returncode == 3, done.stdout + done.stderr
+    [line] = done.stderr.strip().splitlines()
+    assert "missing_extra" in line
+    assert "pip install 'psycopg[binary]'" in line
 
 
 def test_a_ws_address_without_websockets_names_the_extra() -> None:
