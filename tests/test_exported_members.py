@@ -75,6 +75,7 @@ def test_public_names_are_pinned() -> None:
         "LwirValidationError",
         "MapStep",
         "MemoMismatchError",
+        "MissingExtraError",
         "MemoryStore",
         "ModelProviderError",
         "ModelSlot",
