@@ -40,12 +40,15 @@ from pathlib import Path
 from little_workflow import ConfigError, ModelSlot
 from little_workflow.harness.models import (
     AnthropicProvider,
-    Message,
     ModelProvider,
     ModelRequest,
     OpenAICompatibleProvider,
     ScriptReply,
+    first_user_message,
     scripted,
+    system_prompt,
+    tool_results,
+    turns,
 )
 
 __all__ = [
@@ -152,28 +155,3 @@ def by_instructions(roles: Mapping[str, Answer]) -> Answer:
         raise ValueError(f"no scripted answer for the instructions {system[:60]!r}")
 
     return answer
-
-
-def system_prompt(request: ModelRequest) -> str:
-    """The request's system message (an agent's instructions), or ``""``."""
-    return next((m.content or "" for m in request.messages if m.role == "system"), "")
-
-
-def first_user_message(request: ModelRequest) -> str:
-    """The session's first user message: the step's prompt."""
-    return next((m.content or "" for m in request.messages if m.role == "user"), "")
-
-
-def turns(request: ModelRequest) -> int:
-    """How many answers the model already gave in this conversation."""
-    return sum(1 for m in request.messages if m.role == "assistant")
-
-
-def tool_results(request: ModelRequest) -> list[Message]:
-    """The tool results that answer the model's latest tool calls, in order."""
-    results: list[Message] = []
-    for message in reversed(request.messages):
-        if message.role != "tool":
-            break
-        results.append(message)
-    return results[::-1]

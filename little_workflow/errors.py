@@ -11,6 +11,8 @@ errors (``sqlite3``, ``psycopg``, ``OSError``) are translated at the boundary wi
     ├── ConfigError                          config_error (and seed codes such as
     │   │                                      CHECKPOINT_SCHEMA_MISMATCH)
     │   ├── ToolDefinitionError              tool_definition_error
+    │   ├── MissingExtraError                missing_extra (an optional dependency is not
+    │   │                                      installed: names the extra to install)
     │   └── FunctionNotAllowedError          function_not_allowed (a computed workflow
     │                                          names a function the runtime was not given)
     ├── InvalidInputError                    invalid_input
@@ -116,6 +118,7 @@ __all__ = [
     "LwirTooLargeError",
     "LwirValidationError",
     "MemoMismatchError",
+    "MissingExtraError",
     "ModelProviderError",
     "NonDeterminismError",
     "PayloadTooLargeError",
@@ -192,6 +195,20 @@ class ToolDefinitionError(ConfigError):
     """A Python callable cannot be a tool: a parameter's type has no JSON schema, ..."""
 
     code = "tool_definition_error"
+
+
+class MissingExtraError(ConfigError):
+    """A feature needs an optional dependency that is not installed.
+
+    ``extra`` names the ``little-workflow[extra]`` that installs it; the message says the
+    one command to run. Raised before anything is written.
+    """
+
+    code = "missing_extra"
+
+    def __init__(self, message: str, *, extra: str) -> None:
+        super().__init__(message)
+        self.extra = extra
 
 
 class FunctionNotAllowedError(ConfigError):

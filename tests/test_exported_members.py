@@ -78,6 +78,7 @@ def test_public_names_are_pinned() -> None:
         "LwirValidationError",
         "MapStep",
         "MemoMismatchError",
+        "MissingExtraError",
         "MemoryStore",
         "ModelProviderError",
         "ModelSlot",

@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from little_workflow.cli._main import EXIT_INVALID, Options
+from little_workflow.cli._main import EXIT_INVALID, Options, refuse
 
 
 @click.command()
@@ -36,6 +36,13 @@ from little_workflow.cli._main import EXIT_INVALID, Options
 @click.pass_obj
 def ui(options: Options, *, host: str, port: int, token: str | None, open_browser: bool) -> None:
     """Serve the web UI (runs, steps, events, model and tool calls) until interrupted."""
+    from little_workflow._extras import require
+    from little_workflow.errors import MissingExtraError
+
+    try:
+        require("ui", "little-workflow ui")
+    except MissingExtraError as exc:
+        refuse(exc)
     from little_workflow.ui import serve
 
     def opened(url: str) -> None:

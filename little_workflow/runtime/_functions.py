@@ -147,6 +147,16 @@ class FunctionRegistry:
                 "functions by name (import_functions=False); register it with "
                 "Runtime(functions={...})"
             )
+        module, _, attribute = reference.partition(":")
+        if module == "__main__":
+            # A script's or a notebook's own namespace: importable by no other process (a
+            # resume, a worker), and in this one only by accident of how it was started.
+            raise ConfigError(
+                f"function {reference!r} is defined in a script or notebook (module "
+                f"__main__), which no other process can import: register it, "
+                f"Runtime(functions={{{reference!r}: {attribute or 'fn'}}}), or move it into "
+                'a module (docs/lwir.md, "Functions from a script or notebook")'
+            )
         target: Any = import_reference(reference, what="function", public_only=True)
         result: Callable[..., Any] = target
         return result

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
+from little_workflow._extras import require
 from little_workflow.errors import InvalidStoreUrlError
 from little_workflow.storage._blobs import BlobStore
 from little_workflow.storage._protocols import EventLog, ManagedStorage
@@ -79,6 +80,7 @@ async def open_store(store: str | StoreSpec) -> Store:
             queue=SqliteRunQueue(sqlite_db),
         )
     if spec.kind == "postgres":
+        require("postgres", "a postgresql:// store")
         from little_workflow.storage._blobs_postgres import PostgresBlobStore
         from little_workflow.storage._postgres import PostgresEventLog, PostgresStorage
         from little_workflow.storage._postgres_db import PostgresDatabase
@@ -118,6 +120,7 @@ async def open_storage(store: str | StoreSpec) -> ManagedStorage:
         from little_workflow.storage._sqlite import open_sqlite_storage
 
         return await open_sqlite_storage(spec)
+    require("postgres", "a postgresql:// store")
     from little_workflow.storage._postgres import open_postgres_storage
 
     return await open_postgres_storage(spec)
@@ -138,6 +141,7 @@ async def open_event_log(store: str | StoreSpec) -> EventLog:
         from little_workflow.storage._sqlite import open_sqlite_event_log
 
         return await open_sqlite_event_log(spec)
+    require("postgres", "a postgresql:// store")
     from little_workflow.storage._postgres import open_postgres_event_log
 
     return await open_postgres_event_log(spec)

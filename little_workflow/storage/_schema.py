@@ -124,6 +124,9 @@ def _sqlite_version(spec: StoreSpec) -> int:
 
 
 async def _postgres_status(spec: StoreSpec) -> SchemaStatus:
+    from little_workflow._extras import require
+
+    require("postgres", "a postgresql:// store")
     import psycopg
     from psycopg.conninfo import conninfo_to_dict
 

@@ -7,7 +7,13 @@ it on uvicorn, on 127.0.0.1 by default, requiring a token anywhere else.
 
 from __future__ import annotations
 
-from little_workflow.ui._app import create_app
-from little_workflow.ui._server import serve
+from little_workflow._extras import require
+
+# The whole package is the UI: importing it without Starlette and uvicorn says which extra
+# to install, instead of a ModuleNotFoundError from inside ``_app``.
+require("ui", "the web UI")
+
+from little_workflow.ui._app import create_app  # noqa: E402
+from little_workflow.ui._server import serve  # noqa: E402
 
 __all__ = ["create_app", "serve"]

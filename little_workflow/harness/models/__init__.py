@@ -2,9 +2,10 @@
 
 Three providers implement ``ModelProvider``: ``OpenAICompatibleProvider`` (OpenAI, vLLM,
 Ollama, llama.cpp's server), ``AnthropicProvider`` (the Messages API) and
-``ScriptedProvider`` (deterministic replies, for tests and the demo). A ``Script`` also
-drives ``little_workflow.testing.fake_models.FakeModelServer``, which speaks both HTTP
-wire formats, so the same script can stand behind any of the three.
+``ScriptedProvider`` (deterministic replies, for tests and the demo; ``first_user_message``,
+``turns``, ``tool_results`` and ``system_prompt`` read a request for a scripted answer).
+A ``Script`` also drives ``little_workflow.testing.fake_models.FakeModelServer``, which
+speaks both HTTP wire formats, so the same script can stand behind any of the three.
 """
 
 from __future__ import annotations
@@ -37,8 +38,12 @@ if TYPE_CHECKING:
         ScriptedProvider,
         ScriptFunction,
         ScriptReply,
+        first_user_message,
         scripted,
+        system_prompt,
         to_model_response,
+        tool_results,
+        turns,
     )
 
 _EXPORTS: dict[str, tuple[str, ...]] = {
@@ -64,8 +69,12 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "ScriptedProvider",
         "ScriptFunction",
         "ScriptReply",
+        "first_user_message",
         "scripted",
+        "system_prompt",
         "to_model_response",
+        "tool_results",
+        "turns",
     ),
 }
 
@@ -86,9 +95,13 @@ __all__ = [
     "ToolSpec",
     "Usage",
     "dump_arguments",
+    "first_user_message",
     "parse_arguments",
     "scripted",
+    "system_prompt",
     "to_model_response",
+    "tool_results",
+    "turns",
 ]
 
 # Hidden from type checkers, which then flag a name not imported above.

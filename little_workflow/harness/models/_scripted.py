@@ -35,8 +35,12 @@ __all__ = [
     "ScriptFunction",
     "ScriptReply",
     "ScriptedProvider",
+    "first_user_message",
     "scripted",
+    "system_prompt",
     "to_model_response",
+    "tool_results",
+    "turns",
 ]
 
 #: One scripted answer:
@@ -271,6 +275,36 @@ class ScriptedProvider:
 
     async def aclose(self) -> None:
         """Nothing to release."""
+
+
+# Helpers for a script written as a function of the request (``scripted(answer)``): what
+# a stand-in model usually decides on. Each reads the request alone, so the answer is the
+# same for a call re-issued after a crash (docs/harness.md, "The scripted provider").
+
+
+def system_prompt(request: ModelRequest) -> str:
+    """The request's system message (an agent's instructions), or ``""``."""
+    return next((m.content or "" for m in request.messages if m.role == "system"), "")
+
+
+def first_user_message(request: ModelRequest) -> str:
+    """The session's first user message: the step's prompt, or ``""``."""
+    return next((m.content or "" for m in request.messages if m.role == "user"), "")
+
+
+def turns(request: ModelRequest) -> int:
+    """How many answers the model already gave in this conversation (``index_by="turn"``)."""
+    return sum(1 for m in request.messages if m.role == "assistant")
+
+
+def tool_results(request: ModelRequest) -> list[Message]:
+    """The tool results that answer the model's latest tool calls, in order."""
+    results: list[Message] = []
+    for message in reversed(request.messages):
+        if message.role != "tool":
+            break
+        results.append(message)
+    return results[::-1]
 
 
 @overload

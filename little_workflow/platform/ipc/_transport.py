@@ -35,6 +35,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Protocol, runtime_checkable
 
+from little_workflow._extras import require
 from little_workflow.errors import (
     ConfigError,
     FrameError,
@@ -416,6 +417,7 @@ async def listen(
 
     # ``websockets`` is imported only here and in ``dial``: the Unix socket and TCP
     # transports (every spawned child, every resume) never pay for it.
+    require("ws", "a ws:// IPC address")
     from little_workflow.platform.ipc._ws import listen_ws
 
     return await listen_ws(address, handlers, max_frame_bytes=max_frame_bytes)
@@ -448,6 +450,7 @@ async def dial(
                 return _StreamConnection(
                     reader, writer, peer=str(address), max_frame_bytes=max_frame_bytes
                 )
+            require("ws", "a ws:// IPC address")
             from little_workflow.platform.ipc._ws import dial_ws
 
             return await dial_ws(address, max_frame_bytes=max_frame_bytes)
