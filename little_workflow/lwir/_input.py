@@ -7,8 +7,9 @@ Two checks, both exact (a problem found here is a run that could not complete):
 2. **The references every completed run evaluates.** The steps on the workflow's
    *certain path*, from the first step on, are the ones every run that completes has
    rendered: the path follows each step's ``next`` (given, or the following step) and
-   stops after a decision (which route is taken is not known), after a step with
-   ``onError`` (its failure goes elsewhere), and at an ``output``. A map's ``items`` is on
+   stops after a decision (which route is taken is not known), before a step with
+   ``onError`` (its failure, a template that does not render included, goes elsewhere),
+   and at an ``output``. A map's ``items`` is on
    the path; its body is not (the list may be empty). Each ``${input...}`` in those
    steps' templates is evaluated against the input as given: the input never changes
    during a run, so one that fails now would fail there. References elsewhere (after a
@@ -48,10 +49,10 @@ def certain_path(workflow: Workflow) -> list[tuple[str, StepBase]]:
     while index is not None and index not in seen:
         seen.add(index)
         step = steps[index]
+        if any(name == "onError" for name, _ in step.targets()):
+            break  # even its own templates: one that does not render is routed too
         path.append((f"steps[{index}]", step))
         if step.is_output or step.chooses_route:
-            break
-        if any(name == "onError" for name, _ in step.targets()):
             break
         following = effective_next(steps, index)
         index = None if following is None else index_of.get(following)
