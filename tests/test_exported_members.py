@@ -45,6 +45,7 @@ def test_public_names_are_pinned() -> None:
         "ConflictError",
         "Context",
         "CorruptDataError",
+        "DataDirPermissionsError",
         "DecisionStep",
         "EventLog",
         "ExecuteStep",
