@@ -282,7 +282,8 @@ def test_a_waiting_run_is_answered_through_the_form_and_goes_on(
     # The refused payload wrote nothing; the accepted one is in the log once.
     events = cli(data, "events", "run_approve", "--json").stdout.splitlines()
     assert sum('"EventReceived"' in line for line in events) == 1
-    assert problems == []
+    # The browser logs the refused send's 400; nothing else went wrong.
+    assert [problem for problem in problems if "status of 400" not in problem] == []
 
 
 def test_an_agents_question_is_answered_through_the_form(

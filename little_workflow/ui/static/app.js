@@ -419,7 +419,7 @@
         typeof w.question === "string" ? w.question : JSON.stringify(w.question)) : null,
       h("label", null, h("span", null, "Event"), event),
       h("label", null, h("span", null, asking ? "Answer" : "Payload (JSON)"), data),
-      !asking && w.schema ? h("details", { class: "schema" }, h("summary", null, "The payload's schema"), jsonBlock(w.schema)) : null,
+      !asking && w.schema ? h("details", { class: "schema", open: true }, h("summary", null, "The payload's schema"), jsonBlock(w.schema)) : null,
       h("div", { class: "answer-actions" }, button, result));
     const say = (kind, text) => { result.className = `answer-result ${kind}`; result.textContent = text; };
     form.addEventListener("submit", async (e) => {
