@@ -367,7 +367,7 @@ class WaitStarted(Event):
     wake_at: float | None = None
     schema_: dict[str, JsonValue] | None = pydantic.Field(default=None, alias="schema")
     #: What an agent's ``ask_user`` asked (kind ``ask_user``); ``None`` for other waits.
-    question: JsonValue = None
+    question: str | None = None
 
 
 @_event

@@ -149,7 +149,7 @@ class WaitRecord:
     wake_at: float | None
     schema: dict[str, JsonValue] | None
     #: What an agent's ``ask_user`` asked (kind ``ask_user``); ``None`` for other waits.
-    question: JsonValue
+    question: str | None
     #: When the wait began (its ``WaitStarted`` was appended).
     since: float
     #: ``None`` while it waits; then ``event``, ``timeout`` or ``due``.

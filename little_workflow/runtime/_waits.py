@@ -188,7 +188,7 @@ async def wait_point(
     event: str | None,
     schema: dict[str, JsonValue] | None,
     wake_at: Callable[[], float | None],
-    question: JsonValue = None,
+    question: str | None = None,
 ) -> tuple[JsonValue, str]:
     """End the wait at ``unit`` (``(output, route)``, committed), or park the run.
 
