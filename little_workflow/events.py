@@ -366,6 +366,8 @@ class WaitStarted(Event):
     event: str | None = None
     wake_at: float | None = None
     schema_: dict[str, JsonValue] | None = pydantic.Field(default=None, alias="schema")
+    #: What an agent's ``ask_user`` asked (kind ``ask_user``); ``None`` for other waits.
+    question: str | None = None
 
 
 @_event

@@ -123,6 +123,8 @@ def _status_text(summary: RunSummary) -> str:
     if waiting is None or summary.finished:
         return summary.reported_status or "-"
     event = waiting.get("event")
+    if waiting.get("kind") == "ask_user":
+        return f"waiting (question {event})"
     return f"waiting ({'timer' if event is None else f'event {event}'})"
 
 
@@ -146,8 +148,15 @@ def waiting_line(options: Options, run_id: str, waiting: Mapping[str, JsonValue]
         words += ["--data-dir", str(options.data_dir)]
     if options.store is not None:
         words += ["--store", _without_password(options.store)]
-    command = shlex.join([*words, "send", target, str(event), "--data", "JSON"])
     until = "" if wake_text is None else f" (times out {wake_text})"
+    if waiting.get("kind") == "ask_user":
+        # The answer is a JSON string: the command is shown ready to edit.
+        command = shlex.join([*words, "send", target, str(event), "--data", '"YOUR ANSWER"'])
+        return (
+            f"waiting: the agent at {waiting.get('path')} asks: {waiting.get('question')!r} "
+            f"(since {since_text}{until}); answer with: {command}"
+        )
+    command = shlex.join([*words, "send", target, str(event), "--data", "JSON"])
     return (
         f"waiting: event {event!r} (step {waiting.get('path')}) since {since_text}{until}; "
         f"answer with: {command}"

@@ -30,6 +30,7 @@ from pydantic import (
     ConfigDict,
     Field,
     JsonValue,
+    StrictBool,
     StrictInt,
     StrictStr,
     ValidationInfo,
@@ -393,6 +394,17 @@ class AgentStep(_ActionStep):
     workflows: tuple[StrictStr, ...] = ()
     max_turns: StrictInt = Field(default=8, ge=1, le=MAX_TURNS)
     output: Literal["text", "json"] = "text"
+    #: Offer the model an ``ask_user`` tool: its call parks the run as a wait for the event
+    #: ``ask_user:<step path>`` (docs/waits.md), whose payload is the answer (a string).
+    ask_user: StrictBool = False
+    #: How long an ``ask_user`` question waits (a duration); then the model is told that no
+    #: answer came. Omitted: no timeout.
+    ask_user_timeout: StrictStr | None = None
+
+    @field_validator("ask_user_timeout")
+    @classmethod
+    def _ask_user_timeout(cls, value: str | None) -> str | None:
+        return None if value is None else _check_duration(value)
 
     @field_validator("slot")
     @classmethod
@@ -418,6 +430,8 @@ class AgentStep(_ActionStep):
     def _role_fields(self) -> AgentStep:
         if self.workflows and self.role != "orchestrator":
             raise ValueError("only an orchestrator has workflows to start; set role: orchestrator")
+        if self.ask_user_timeout is not None and not self.ask_user:
+            raise ValueError("askUserTimeout needs askUser: true")
         return self
 
     def template_values(self) -> list[tuple[str, JsonValue]]:

@@ -30,11 +30,13 @@ from little_workflow.events import HarnessSessionCompleted, HarnessSessionStarte
 from little_workflow.harness._manifest import drift_error, manifest_hash
 from little_workflow.ids import new_id
 from little_workflow.lwir import AgentStep, DecisionStep, FixerPolicy, StepBase
+from little_workflow.runtime._ask_user import ask_user_hook, ask_user_tool
 from little_workflow.runtime._core import Arguments, DurableRun, Site, StepUnit
 from little_workflow.runtime._host import RunHost, SubRunner
 from little_workflow.runtime._model_limits import limited_slots
 from little_workflow.runtime._sessions import SessionRecorder, session_manifest, session_slot
 from little_workflow.runtime._state import RunState
+from little_workflow.runtime._waits import ASK_USER
 from little_workflow.runtime._workflows import WorkflowVersion
 
 # The harness (agent graphs, tools, model messages, with their pydantic models) and
@@ -45,7 +47,8 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from little_workflow.harness._graph import GraphStep
-    from little_workflow.harness._harness import Toolset
+    from little_workflow.harness._harness import ToolHook, Toolset
+    from little_workflow.harness._tools import Tool
 
 __all__ = [
     "START_WORKFLOW",
@@ -241,9 +244,11 @@ def pinned_workflows(session: SessionRun, step: AgentStep, path: str) -> dict[st
     return {name: starter(version) for name, version in available.items()}
 
 
-def _orchestrator_toolset(session: SessionRun, available: Mapping[str, Startable]) -> Toolset:
-    """The runtime's tools plus ``start_workflow`` over the ``available`` workflows."""
-    from little_workflow.harness._harness import ToolHook, Toolset
+def _orchestrator_hook(
+    session: SessionRun, available: Mapping[str, Startable]
+) -> tuple[Tool[..., Any], ToolHook]:
+    """``start_workflow`` over the ``available`` workflows, and its hook."""
+    from little_workflow.harness._harness import ToolHook
     from little_workflow.harness._tools import tool
 
     listing = "\n".join(
@@ -285,10 +290,7 @@ def _orchestrator_toolset(session: SessionRun, available: Mapping[str, Startable
         assert isinstance(sub_run_id, str)
         return await available[name].start(workflow_input, sub_run_id)
 
-    return Toolset(
-        [*session.host.toolset.registry, start],
-        hooks={START_WORKFLOW: ToolHook(prepare=prepare, run=run)},
-    )
+    return start, ToolHook(prepare=prepare, run=run)
 
 
 async def run_agent_step(
@@ -303,6 +305,7 @@ async def run_agent_step(
     An orchestrator starts the ``startable`` workflows (default: the step's pinned ones).
     """
     from little_workflow.harness._agent import agent
+    from little_workflow.harness._harness import Toolset
     from little_workflow.runtime._planner import (
         parse_json_answer,
         planner_graph,
@@ -314,16 +317,29 @@ async def run_agent_step(
     instructions: str | None = None
     if step.instructions is not None:
         instructions = _text(render(step.instructions, step, path, "instructions"))
-    toolset: Toolset | None = None
-    graph: GraphStep = agent(slot=step.slot, tools=step.tools, max_turns=step.max_turns)
+    # Built-in tools (their calls run through hooks): an orchestrator's start_workflow,
+    # and ask_user when the step offers it.
+    built_in: dict[str, tuple[Tool[..., Any], ToolHook]] = {}
     if step.role == "orchestrator":
         if startable is None:
             startable = pinned_workflows(session, step, path)
-        toolset = _orchestrator_toolset(session, startable)
-        graph = agent(slot=step.slot, tools=(*step.tools, START_WORKFLOW), max_turns=step.max_turns)
-    elif step.role == "planner":
+        built_in[START_WORKFLOW] = _orchestrator_hook(session, startable)
+    if step.ask_user:
+        built_in[ASK_USER] = (ask_user_tool(), ask_user_hook(session.run, unit, step))
+    tools = (*step.tools, *built_in)
+    toolset: Toolset | None = None
+    if built_in:
+        toolset = Toolset(
+            [
+                *(found for found in session.host.toolset.registry if found.name not in built_in),
+                *(pair[0] for pair in built_in.values()),
+            ],
+            hooks={name: pair[1] for name, pair in built_in.items()},
+        )
+    graph: GraphStep = agent(slot=step.slot, tools=tools, max_turns=step.max_turns)
+    if step.role == "planner":
         instructions = planner_instructions(session.host, instructions)
-        graph = planner_graph(step.slot, step.tools, step.max_turns)
+        graph = planner_graph(step.slot, tools, step.max_turns)
 
     async def call(_attempt: int, _arguments: object) -> JsonValue:
         answer = await run_session(

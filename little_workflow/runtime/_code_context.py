@@ -386,6 +386,8 @@ class WorkflowContext:
         name: str | None = None,
         max_visits: int | None = None,
         workflows: Sequence[Callable[..., Coroutine[Any, Any, Any]]] = (),
+        ask_user: bool = False,
+        ask_user_timeout: timedelta | float | None = None,
     ) -> Awaitable[JsonValue]:
         """Run an agent on model slot ``slot`` with ``tools`` (registered tools, by name or
         as the callables registered); its answer: text, or the JSON it holds.
@@ -394,8 +396,10 @@ class WorkflowContext:
         agent's path is ``name`` (default: the slot's name); ``max_visits`` as ``@step``'s.
         Given ``workflows`` (``@workflow`` functions), the agent is an orchestrator (LWIR's
         ``role: orchestrator``): it also gets ``start_workflow``, which runs one of them,
-        by its name, as a sub-run whose id is recorded before it starts.
+        by its name, as a sub-run whose id is recorded before it starts. ``ask_user=True``
+        offers the model ``ask_user``: its question parks the run (docs/waits.md).
         """
+        wait = seconds_of(ask_user_timeout, f"ctx.agent({slot!r}) ask_user_timeout")
         children: list[tuple[WorkflowSpec, Any]] = []
         for body in workflows:
             child = workflow_spec(body)
@@ -423,6 +427,8 @@ class WorkflowContext:
                 max_turns=max_turns,
                 retry=retry or RetryPolicy(),
                 role="orchestrator" if children else "worker",
+                ask_user=ask_user,
+                ask_user_timeout=None if wait is None else f"{wait:.3f}s",
             )
         except ValidationError as exc:
             raise InvalidValueError(f"ctx.agent({slot!r}): {exc}") from exc

@@ -45,6 +45,7 @@ from little_workflow.runtime._core import DurableRun
 from little_workflow.runtime._host import RunHost
 from little_workflow.runtime._launch import FrontEnd
 from little_workflow.runtime._state import RunState, SessionRecord, fold, unfinished_sub_runs
+from little_workflow.runtime._waits import ASK_USER
 
 __all__ = [
     "CodeDrift",
@@ -140,13 +141,26 @@ def _manifest_now(host: RunHost, session: SessionRecord) -> dict[str, JsonValue]
     ]
     slot = host.model_slots.get(session.slot)
     registry = host.toolset.registry
+    hashes = {
+        str(name): (registry.get(str(name)).schema_hash if name in registry else _MISSING)
+        for name in tools
+    }
+    if ASK_USER in hashes:
+        # The built-in ask_user (``ctx.agent(ask_user=True)``) shadows a registered one.
+        from little_workflow.runtime._ask_user import ask_user_tool
+
+        built_in = ask_user_tool().schema_hash
+        if any(
+            isinstance(entry, dict)
+            and entry.get("name") == ASK_USER
+            and entry.get("schemaHash") == built_in
+            for entry in (entries if isinstance(entries, list) else [])
+        ):
+            hashes[ASK_USER] = built_in
     return build_manifest(
         role=session.role,
         model_slot_id=slot.slot_id if slot is not None else _MISSING,
-        tools={
-            str(name): (registry.get(str(name)).schema_hash if name in registry else _MISSING)
-            for name in tools
-        },
+        tools=hashes,
         available_workflows=workflows,
     )
 

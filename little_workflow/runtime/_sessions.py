@@ -46,6 +46,7 @@ from little_workflow.lwir import (
 )
 from little_workflow.runtime._state import RunState
 from little_workflow.runtime._tally import current as current_tally
+from little_workflow.runtime._waits import ASK_USER
 
 if TYPE_CHECKING:
     from little_workflow.runtime._host import RunHost
@@ -206,13 +207,18 @@ def session_manifest(
         workflows = runtime.available_workflows(version, step)
     slot = runtime.model_slots.get(slot_name)
     registry = runtime.toolset.registry
+    hashes = {
+        name: (registry.get(name).schema_hash if name in registry else "(missing)")
+        for name in tools
+    }
+    if isinstance(step, AgentStep) and role == step.role and step.ask_user:
+        from little_workflow.runtime._ask_user import ask_user_tool
+
+        hashes[ASK_USER] = ask_user_tool().schema_hash
     return build_manifest(
         role=role,
         model_slot_id=slot.slot_id if slot is not None else "(missing)",
-        tools={
-            name: (registry.get(name).schema_hash if name in registry else "(missing)")
-            for name in tools
-        },
+        tools=hashes,
         available_workflows=list(workflows.items()),
     )
 

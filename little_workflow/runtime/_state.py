@@ -148,6 +148,8 @@ class WaitRecord:
     #: A timer's time, or an event wait's timeout (seconds since the epoch).
     wake_at: float | None
     schema: dict[str, JsonValue] | None
+    #: What an agent's ``ask_user`` asked (kind ``ask_user``); ``None`` for other waits.
+    question: str | None
     #: When the wait began (its ``WaitStarted`` was appended).
     since: float
     #: ``None`` while it waits; then ``event``, ``timeout`` or ``due``.
@@ -452,6 +454,7 @@ def apply_event(state: RunState, event: Event, seq: int, ts: float) -> RunState:
                 event=event.event,
                 wake_at=event.wake_at,
                 schema=event.schema_,
+                question=event.question,
                 since=ts,
             )
         case EventReceived():

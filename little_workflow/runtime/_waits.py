@@ -66,6 +66,8 @@ if TYPE_CHECKING:
     from little_workflow.runtime._host import StoreHost
 
 __all__ = [
+    "ASK_PREFIX",
+    "ASK_USER",
     "MAIL_PREFIX",
     "NEVER",
     "TIMEOUT_GRACE",
@@ -82,6 +84,9 @@ __all__ = [
     "wake_time",
 ]
 
+#: The kind of an agent's ``ask_user`` wait, and the prefix of its event's name.
+ASK_USER = "ask_user"
+ASK_PREFIX = "ask_user:"
 #: KV: ``run:waiting:<run id>`` -> what a parked run waits for (``describe``).
 WAITING_PREFIX = "run:waiting:"
 #: KV: ``run:mail:<run id>:<hash of key>`` -> an event sent while a process drove the run.
@@ -156,6 +161,7 @@ def describe(wait: WaitRecord) -> dict[str, JsonValue]:
         "since": wait.since,
         "wakeAt": wait.wake_at,
         "schema": wait.schema,
+        "question": wait.question,
     }
 
 
@@ -182,11 +188,14 @@ async def wait_point(
     event: str | None,
     schema: dict[str, JsonValue] | None,
     wake_at: Callable[[], float | None],
+    question: str | None = None,
 ) -> tuple[JsonValue, str]:
     """End the wait at ``unit`` (``(output, route)``, committed), or park the run.
 
     Called for a path the log has not completed. ``wake_at`` is called once, the first
-    time the run reaches the wait; the recorded value is used ever after.
+    time the run reaches the wait; the recorded value is used ever after. A unit of kind
+    ``ask_user`` (an agent's question, ``_ask_user``) records no ``StepCompleted``: its
+    answer is recorded as the result of the tool call that asked.
     """
     path = unit.site.text
     wait = run.state.waits.get(path)
@@ -198,6 +207,7 @@ async def wait_point(
             event=event,
             wake_at=wake_at(),
             schema_=schema,
+            question=question,
         )
         await run.append([started], sync=False)
         wait = run.state.waits[path]
@@ -298,7 +308,8 @@ async def _complete(
     key: str | None,
 ) -> tuple[JsonValue, str]:
     ended = WaitCompleted(step_path=wait.path, outcome=outcome, key=key)
-    await run.append([*extra, ended, run.completed(unit, output, outcome)], sync=True)
+    step = [] if unit.kind == ASK_USER else [run.completed(unit, output, outcome)]
+    await run.append([*extra, ended, *step], sync=True)
     if not run.state.pending_waits:
         await run.host.kv.delete(waiting_key(run.run_id))
     return output, outcome
@@ -338,6 +349,12 @@ def waiting_error(parked: RunParked, root_run_id: str) -> RunWaitingError:
     for wait in parked.waits:
         if wait.get("event") is None:
             lines.append(f"a timer at {_iso(float(str(wait['wakeAt'])))} ({wait['path']})")
+        elif wait.get("kind") == ASK_USER:
+            lines.append(
+                f"an answer to the agent's question {wait.get('question')!r} "
+                f"({wait['path']}); answer with: little-workflow send {parked.run_id} "
+                f"{wait['event']} --data '\"YOUR ANSWER\"'"
+            )
         else:
             timeout = wait.get("wakeAt")
             until = "" if timeout is None else f", until {_iso(float(str(timeout)))}"
@@ -389,6 +406,13 @@ def _check(state: RunState, event: str, data: JsonValue, key: str) -> bool:
     ):
         raise EventRefusedError(
             f"run {state.run_id!r}: its wait for {event!r} timed out; it no longer waits for it"
+        )
+    if not pending and event.startswith(ASK_PREFIX):
+        # An answer to a question not asked yet would be taken by whatever the agent asks
+        # next: refused, so an answer always answers the question it was given for.
+        raise EventRefusedError(
+            f"run {state.run_id!r}: no agent question waits for {event!r}; answer a question "
+            "once the run waits for it"
         )
     return False
 

@@ -12,7 +12,8 @@ processes; polling one index row per open page is cheap).
 A run whose process died is reported ``interrupted`` (``Runtime.interrupted_runs``, through
 the read model): its page stops counting, and its stream ends, as for a finished run.
 
-Nothing here writes: the UI never changes a run.
+One write: ``POST /api/runs/{runId}/send`` answers a run that waits (``_writes``), with
+the checks every write has there; nothing else changes a run.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ from little_workflow.ids import validate_id
 from little_workflow.runtime import Runtime
 from little_workflow.ui._artifacts import Artifacts
 from little_workflow.ui._security import Guard
+from little_workflow.ui._writes import send_event
 from little_workflow.views import INTERRUPTED, TERMINAL, RunReader, event_row, reported_status
 
 __all__ = ["create_app"]
@@ -250,6 +252,10 @@ class _Api:
             )
         return JSONResponse({"loops": found})
 
+    async def send(self, request: Request) -> Response:
+        run_id = validate_id(request.path_params["run_id"], what="run id")
+        return await send_event(self.backend.runtime, request, run_id)
+
     async def loop(self, request: Request) -> Response:
         loop_id = validate_id(request.path_params["loop_id"], what="outer loop id")
         return JSONResponse(await self.loop_payload(loop_id))
@@ -278,6 +284,7 @@ def create_app(
         Route("/api/runs", api.runs),
         Route("/api/runs/{run_id}", api.run),
         Route("/api/runs/{run_id}/events", api.events),
+        Route("/api/runs/{run_id}/send", api.send, methods=["POST"]),
         Route("/api/runs/{run_id}/stream", api.stream),
         Route("/api/runs/{run_id}/artifacts", api.artifacts),
         Route("/api/runs/{run_id}/artifacts/{artifact_id}", api.artifact),

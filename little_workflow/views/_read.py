@@ -298,7 +298,17 @@ class RunSummary:
 def _waiting_json(record: Mapping[str, JsonValue]) -> dict[str, JsonValue]:
     return {
         name: record.get(name)
-        for name in ("path", "kind", "event", "since", "wakeAt", "runId", "ready")
+        for name in (
+            "path",
+            "kind",
+            "event",
+            "since",
+            "wakeAt",
+            "runId",
+            "ready",
+            "schema",
+            "question",
+        )
     }
 
 

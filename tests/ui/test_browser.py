@@ -246,3 +246,65 @@ def test_a_run_page_says_interrupted_when_its_process_is_killed(
         if run.poll() is None:
             run.kill()
         run.communicate(timeout=60)
+
+
+WAITS = Path(__file__).parents[1] / "waits"
+
+
+def test_a_waiting_run_is_answered_through_the_form_and_goes_on(
+    server: tuple[Path, str], browser: Any
+) -> None:
+    data, base = server
+    parked = cli(
+        data, "run", str(WAITS / "approve.yaml"), "--input", '{"n": 4}', "--run-id", "run_approve"
+    )
+    assert parked.returncode == 7, parked.stderr
+    page, problems = _page(browser)
+    page.goto(f"{base}/runs/run_approve")
+    form = page.locator("#waiting #answer-form")
+    form.wait_for()
+    assert page.locator("#answer-event").input_value() == "approval"
+    assert '"required"' in form.locator(".schema pre").inner_text()  # the wait's schema
+    page.locator("#answer-data").fill('{"ok": "yes"}')
+    page.locator("#answer-send").click()
+    page.locator("#answer-result.error").wait_for()
+    assert "invalid_event_payload" in page.locator("#answer-result").inner_text()
+    assert "boolean" in page.locator("#answer-result").inner_text()
+    _shoot(page, "answer-refused")
+    page.locator("#answer-data").fill('{"ok": true}')
+    page.locator("#answer-send").click()
+    page.locator("#waiting #answered").wait_for()  # the event is in the run's log
+    resumed = cli(data, "resume", "run_approve")  # what a worker would do
+    assert resumed.returncode == 0, resumed.stderr
+    assert json.loads(resumed.stdout) == {"n": 8, "answer": {"ok": True}}
+    page.locator("#run-status .badge.status-completed").wait_for()
+    assert page.locator("#waiting").count() == 0
+    # The refused payload wrote nothing; the accepted one is in the log once.
+    events = cli(data, "events", "run_approve", "--json").stdout.splitlines()
+    assert sum('"EventReceived"' in line for line in events) == 1
+    # The browser logs the refused send's 400; nothing else went wrong.
+    assert [problem for problem in problems if "status of 400" not in problem] == []
+
+
+def test_an_agents_question_is_answered_through_the_form(
+    server: tuple[Path, str], browser: Any
+) -> None:
+    data, base = server
+    setup = ("--setup", "tests.waits.ask_flows:setup")
+    flow = str(WAITS / "ask.yaml")
+    parked = cli(data, *setup, "run", flow, "--input", '{"brand": "Acme"}', "--run-id", "run_ask")
+    assert parked.returncode == 7, parked.stderr
+    page, problems = _page(browser)
+    page.goto(f"{base}/runs/run_ask")
+    page.locator("#answer-question").wait_for()
+    assert "Which colour should the logo be?" in page.locator("#answer-question").inner_text()
+    assert page.locator("#answer-event").input_value() == "ask_user:designer"
+    page.locator("#answer-data").fill("teal")
+    _shoot(page, "ask-user")
+    page.locator("#answer-send").click()
+    page.locator("#waiting #answered").wait_for()
+    resumed = cli(data, *setup, "resume", "run_ask")
+    assert resumed.returncode == 0, resumed.stderr
+    assert json.loads(resumed.stdout)["answer"] == "The logo will be teal."
+    page.locator("#run-status .badge.status-completed").wait_for()
+    assert problems == []

@@ -375,16 +375,88 @@
       failure.message ? h("div", { class: "callout-text" }, failure.message) : null);
   }
 
-  // A run parked at a wait: what it waits for, since when, and the command that answers it.
+  // A run parked at a wait: what it waits for, since when, and how to answer it (the
+  // form, or the command).
   function waitingBox(run) {
     const w = run.waiting;
     const target = w.runId || run.runId;
+    const asking = w.kind === "ask_user";
     return h("div", { class: "callout warn", id: "waiting" },
-      h("strong", null, "Waiting"), w.event ? [" for event ", h("span", { class: "mono" }, w.event)] : " for a timer",
+      h("strong", null, "Waiting"),
+      asking ? [" for an answer to the agent's question, event ", h("span", { class: "mono" }, w.event)]
+        : w.event ? [" for event ", h("span", { class: "mono" }, w.event)] : " for a timer",
       " at step ", h("span", { class: "mono" }, w.path), ` since ${when(w.since)}`,
       w.wakeAt ? (w.event ? `; times out ${when(w.wakeAt)}` : `; due ${when(w.wakeAt)}`) : "",
-      w.event ? h("div", { class: "callout-text" }, "Answer it with: ",
-        h("span", { class: "mono" }, `little-workflow send ${target} ${w.event} --data JSON`)) : null);
+      w.event && w.ready ? h("div", { class: "callout-text", id: "answered" },
+        "The event arrived. A worker (little-workflow worker) continues the run, or by hand: ",
+        h("span", { class: "mono" }, `little-workflow resume ${target}`)) : null,
+      w.event && !w.ready ? [
+        answerForm(target, w),
+        h("div", { class: "callout-text" }, "Or from a shell: ",
+          h("span", { class: "mono" }, `little-workflow send ${target} ${w.event} --data ${asking ? "'\"ANSWER\"'" : "JSON"}`)),
+      ] : null);
+  }
+
+  // One idempotency key per form shown: submitting it twice delivers the event once.
+  function formKey() {
+    const bytes = crypto.getRandomValues(new Uint8Array(16));
+    return `ui-${Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("")}`;
+  }
+
+  // The form that answers a wait. It is sent by script (the page's policy allows no form
+  // action), as JSON, to the one write endpoint; the server checks the wait's schema.
+  function answerForm(target, w) {
+    const key = formKey();
+    const asking = w.kind === "ask_user";
+    const event = h("input", { class: "mono", name: "event", id: "answer-event", value: w.event, required: true });
+    const data = h("textarea", asking
+      ? { name: "answer", id: "answer-data", rows: 3, placeholder: "Your answer" }
+      : { name: "data", id: "answer-data", rows: 4, class: "mono", placeholder: "The payload, as JSON (empty: null)" });
+    const result = h("div", { class: "answer-result", id: "answer-result", role: "status" });
+    const button = h("button", { type: "submit", id: "answer-send" }, asking ? "Send the answer" : "Send the event");
+    const form = h("form", { class: "answer", id: "answer-form" },
+      asking ? h("div", { class: "question", id: "answer-question" }, h("strong", null, "The agent asks: "),
+        typeof w.question === "string" ? w.question : JSON.stringify(w.question)) : null,
+      h("label", null, h("span", null, "Event"), event),
+      h("label", null, h("span", null, asking ? "Answer" : "Payload (JSON)"), data),
+      !asking && w.schema ? h("details", { class: "schema", open: true }, h("summary", null, "The payload's schema"), jsonBlock(w.schema)) : null,
+      h("div", { class: "answer-actions" }, button, result));
+    const say = (kind, text) => { result.className = `answer-result ${kind}`; result.textContent = text; };
+    form.addEventListener("submit", async (e) => {
+      e.preventDefault();
+      let payload = data.value;
+      if (!asking) {
+        try {
+          payload = data.value.trim() === "" ? null : JSON.parse(data.value);
+        } catch (error) {
+          say("error", `The payload is not JSON: ${error.message}`);
+          return;
+        }
+      }
+      button.disabled = true;
+      try {
+        const response = await fetch(`/api/runs/${encodeURIComponent(target)}/send`, {
+          method: "POST",
+          headers: { "content-type": "application/json", accept: "application/json" },
+          body: JSON.stringify({ event: event.value, data: payload, key }),
+        });
+        const body = await response.json().catch(() => ({}));
+        if (!response.ok) {
+          say("error", `${body.error || response.status}: ${body.message || response.statusText}`);
+          return;
+        }
+        say("ok", {
+          delivered: "Sent: recorded in the run's log.",
+          kept: "Sent: the run takes it when it reaches the wait.",
+          duplicate: "Already sent: delivered once.",
+        }[body.outcome] || `Sent (${body.outcome}).`);
+      } catch (error) {
+        say("error", String(error.message || error));
+      } finally {
+        button.disabled = false;
+      }
+    });
+    return form;
   }
 
   function interruptedBox(run) {
