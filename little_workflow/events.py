@@ -176,14 +176,20 @@ class RunStarted(Event):
     cycle_number: int | None = None
     #: Set on a fork (``Runtime.fork``): the events before it were copied from that run.
     forked_from: ForkOrigin | None = None
+    #: Code-first ``@workflow(events=...)``: the events the run's waits take, with their
+    #: JSON Schemas (``None``: any JSON); ``send`` checks against them before a wait.
+    declared_events: dict[str, dict[str, JsonValue] | None] | None = None
 
     @pydantic.model_serializer(mode="wrap")
     def _omit_no_fork(self, handler: pydantic.SerializerFunctionWrapHandler) -> Any:
-        # A run that is not a fork is stored exactly as before the field existed, so
-        # a version of the program that does not know it still reads such logs.
+        # A run that is not a fork (or declares no events) is stored exactly as before
+        # the field existed, so a version of the program that does not know it still
+        # reads such logs.
         data = handler(self)
-        if isinstance(data, dict) and data.get("forkedFrom", 0) is None:
-            del data["forkedFrom"]
+        if isinstance(data, dict):
+            for field in ("forkedFrom", "declaredEvents"):
+                if data.get(field, 0) is None:
+                    del data[field]
         return data
 
     def run_index_update(self) -> RunIndexUpdate:

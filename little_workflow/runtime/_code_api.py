@@ -19,18 +19,23 @@ import hashlib
 import importlib
 import inspect
 import re
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar, overload
 
+from pydantic import BaseModel
+
 from little_workflow.errors import ConfigError, InvalidStepPathError
 from little_workflow.lwir import RetryPolicy
+from little_workflow.lwir._models import check_json_schema
 
 __all__ = [
     "CODE_VERSION_PREFIX",
+    "DeclaredEvents",
     "StepSpec",
     "WorkflowSpec",
     "checked_name",
+    "declared_events",
     "load_workflow_function",
     "qualified_name",
     "registered_step",
@@ -50,6 +55,8 @@ _STEP_ATTRIBUTE = "__little_workflow_step__"
 _WORKFLOW_ATTRIBUTE = "__little_workflow_workflow__"
 _NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
 _DEFAULT_RETRY = RetryPolicy()
+#: ``@workflow(events=...)`` as pinned: each event's JSON Schema (``None``: any JSON).
+DeclaredEvents = dict[str, dict[str, Any] | None]
 _REGISTRY: dict[str, Callable[..., Any]] = {}
 #: ``@step`` functions decorated in this process, by qualified name: a resume compares
 #: the code a run pinned with them (``_code_drift``).
@@ -75,12 +82,15 @@ class StepSpec:
 
 @dataclass(frozen=True, slots=True)
 class WorkflowSpec:
-    """A code-first workflow: its name, qualified name and source hash."""
+    """A code-first workflow: its name, qualified name, source hash and declared events."""
 
     name: str
     qualified: str
     #: A hash of the function's source when it was decorated ("" when there is none).
     source_hash: str
+    #: ``@workflow(events=...)``: the events its waits take, and their schemas; ``None``
+    #: when it declares none (then ``send`` cannot check an event before its wait).
+    events: DeclaredEvents | None = None
 
     @property
     def version_id(self) -> str:
@@ -194,16 +204,30 @@ def workflow(function: W, /) -> W: ...
 
 
 @overload
-def workflow(*, name: str | None = None) -> Callable[[W], W]: ...
+def workflow(
+    *,
+    name: str | None = None,
+    events: Mapping[str, type[BaseModel] | Mapping[str, Any] | None] | None = None,
+) -> Callable[[W], W]: ...
 
 
-def workflow(function: W | None = None, /, *, name: str | None = None) -> W | Callable[[W], W]:
+def workflow(
+    function: W | None = None,
+    /,
+    *,
+    name: str | None = None,
+    events: Mapping[str, type[BaseModel] | Mapping[str, Any] | None] | None = None,
+) -> W | Callable[[W], W]:
     """Declare a code-first workflow: ``async def body(ctx: WorkflowContext, **input)``.
 
     ``name`` is the workflow's name in the run index (default: the function's
-    ``__name__``). Run it with ``Runtime.run(body, {...})`` or
+    ``__name__``). ``events`` declares the events its ``ctx.wait_for`` calls take, each
+    with a pydantic model, a JSON Schema dict or ``None`` (any JSON): a run pins them, so
+    ``send`` refuses an undeclared event or a failing payload even before the run reaches
+    its wait (docs/waits.md). Run it with ``Runtime.run(body, {...})`` or
     ``little-workflow run module:body``; docs/code-first.md.
     """
+    declared = None if events is None else declared_events(events)
 
     def mark(target: W) -> W:
         if not inspect.iscoroutinefunction(target):
@@ -215,12 +239,42 @@ def workflow(function: W | None = None, /, *, name: str | None = None) -> W | Ca
             name=checked_name(name or target.__name__, "workflow"),
             qualified=qualified_name(target),
             source_hash=source_hash(target),
+            events=declared,
         )
         setattr(target, _WORKFLOW_ATTRIBUTE, spec)
         _REGISTRY[spec.qualified] = target
         return target
 
     return mark if function is None else mark(function)
+
+
+def declared_events(
+    events: Mapping[str, type[BaseModel] | Mapping[str, Any] | None],
+) -> DeclaredEvents:
+    """``@workflow(events=...)`` as JSON Schemas; ``ConfigError`` for a bad name or schema."""
+    if not isinstance(events, Mapping):
+        raise ConfigError(f"@workflow events must be a dict, not {type(events).__name__}")
+    declared: DeclaredEvents = {}
+    for event, schema in events.items():
+        where = f"@workflow events[{event!r}]"
+        if not isinstance(event, str) or not _NAME_RE.fullmatch(event):
+            raise ConfigError(f"{where}: not an event name (letters, digits, '_' and '-')")
+        if isinstance(schema, type) and issubclass(schema, BaseModel):
+            declared[event] = schema.model_json_schema()
+        elif schema is None:
+            declared[event] = None
+        elif isinstance(schema, Mapping):
+            try:
+                check_json_schema(dict(schema))
+            except ValueError as exc:
+                raise ConfigError(f"{where}: {exc}") from None
+            declared[event] = dict(schema)
+        else:
+            raise ConfigError(
+                f"{where}: a pydantic model, a JSON Schema dict or None, not "
+                f"{type(schema).__name__}"
+            )
+    return declared
 
 
 def workflow_spec(function: object) -> WorkflowSpec | None:

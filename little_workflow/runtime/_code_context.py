@@ -518,12 +518,14 @@ class WorkflowContext:
         payload, or ``None`` if ``timeout`` passed first (docs/waits.md).
 
         ``schema``: a pydantic model (the payload comes back as that model) or a JSON
-        Schema dict; ``send`` refuses a payload that fails it. While it waits the run holds
+        Schema dict; ``send`` refuses a payload that fails it. In a workflow that declares
+        its events, the event must be declared (``ConfigError``) and ``schema`` the declared
+        one, or omitted to take it (then the payload is JSON). While it waits the run holds
         no process: the CLI exits 7, a worker frees the slot. Its path is ``name``
         (default: the event's name), with ``.visit[N]`` for later calls.
         """
         event = checked_name(event, "event")
-        model, json_schema = wait_schema(event, schema)
+        model, json_schema = wait_schema(event, schema, self._driver.run.state.declared_events)
         seconds = seconds_of(timeout, "ctx.wait_for timeout")
         step_name = checked_name(name or event, "wait")
         site = self._driver.site(

@@ -1,15 +1,15 @@
 """A code-first workflow as ``_launch`` runs it (``CodeProgram``), and how runs of it start.
 
 A code-first run records, in its ``RunStarted``: the workflow's name, its qualified name
-as the ``workflowVersionId`` (``code:pkg.module:review``), and a hash of the body's
-source as the ``definitionHash``; each step function is pinned the first time the run
-calls it (``_code_pins``). The code is the developer's: a resume with changed code is
-accepted as long as it replays the log cleanly (``NonDeterminismError`` otherwise,
-``_code_run``), and the change is recorded (``code.drifted``), or refused with
-``CodeDriftError`` under ``on_code_drift="refuse"``. A resume, a retry or a worker finds
-the function again by its qualified name (``load_workflow_function``); one that cannot
-be imported is a typed ``ConfigError`` (``workflow_not_importable``) before anything is
-written.
+as the ``workflowVersionId`` (``code:pkg.module:review``), a hash of the body's source as
+the ``definitionHash``, and the events it declares (``declaredEvents``, docs/waits.md);
+each step function is pinned the first time the run calls it (``_code_pins``). The code is
+the developer's: a resume with changed code is accepted as long as it replays the log
+cleanly (``NonDeterminismError`` otherwise, ``_code_run``), and the change is recorded
+(``code.drifted``), or refused with ``CodeDriftError`` under ``on_code_drift="refuse"``. A
+resume, a retry or a worker finds the function again by its qualified name
+(``load_workflow_function``); one that cannot be imported is a typed ``ConfigError``
+(``workflow_not_importable``) before anything is written.
 """
 
 from __future__ import annotations
@@ -136,6 +136,7 @@ class CodeProgram:
             parent_step_path=parent_step_path,
             outer_loop_id=None if outer_loop is None else outer_loop[0],
             cycle_number=None if outer_loop is None else outer_loop[1],
+            declared_events=self.spec.events,
         )
 
     def check_same_run(self, state: RunState, input: JsonValue) -> None:

@@ -13,7 +13,7 @@ from typing import Any, Protocol
 from pydantic import BaseModel
 
 from little_workflow.codec import JsonValue
-from little_workflow.errors import InvalidValueError, StepFailedError
+from little_workflow.errors import ConfigError, InvalidValueError, StepFailedError
 from little_workflow.lwir import RetryPolicy
 from little_workflow.lwir._models import check_json_schema
 from little_workflow.runtime._core import DurableRun, Site, StepFailure, StepUnit
@@ -62,10 +62,41 @@ async def code_wait(
 
 
 def wait_schema(
-    event: str, schema: type[BaseModel] | Mapping[str, Any] | None
+    event: str,
+    schema: type[BaseModel] | Mapping[str, Any] | None,
+    declared: Mapping[str, dict[str, Any] | None] | None = None,
 ) -> tuple[type[BaseModel] | None, dict[str, Any] | None]:
     """``wait_for``'s ``schema``: the pydantic model (if one), and the JSON Schema ``send``
-    checks payloads against; a dict that is no JSON Schema is refused here."""
+    checks payloads against; a dict that is no JSON Schema is refused here.
+
+    ``declared``: the events the run pinned (``@workflow(events=...)``). Then the event
+    must be one of them (``undeclared_event``), and ``schema`` is the declared one or
+    omitted, which takes the declared schema (``event_schema_mismatch`` otherwise), so
+    what ``send`` checked before the wait is what the wait checks.
+    """
+    model, json_schema = _given(event, schema)
+    if declared is None:
+        return model, json_schema
+    if event not in declared:
+        raise ConfigError(
+            f"ctx.wait_for({event!r}): the workflow does not declare this event (it declares: "
+            f"{', '.join(sorted(declared)) or 'none'}); add it to @workflow(events=...)",
+            code="undeclared_event",
+        )
+    if schema is None:
+        return None, declared[event]
+    if json_schema != declared[event]:
+        raise ConfigError(
+            f"ctx.wait_for({event!r}): schema differs from the one @workflow(events=...) "
+            "declares for it (and the run pinned); pass the same, or omit schema",
+            code="event_schema_mismatch",
+        )
+    return model, json_schema
+
+
+def _given(
+    event: str, schema: type[BaseModel] | Mapping[str, Any] | None
+) -> tuple[type[BaseModel] | None, dict[str, Any] | None]:
     if isinstance(schema, type) and issubclass(schema, BaseModel):
         return schema, schema.model_json_schema()
     if schema is None:

@@ -185,6 +185,8 @@ class RunState:
     cycle_number: int | None = None
     #: The run and step path this run was forked from (``Runtime.fork``), if it was.
     forked_from: ForkOrigin | None = None
+    #: Code-first ``@workflow(events=...)`` as the run pinned it (``None``: none declared).
+    declared_events: dict[str, dict[str, JsonValue] | None] | None = None
     status: RunStatus = RunStatus.RUNNING
     output: JsonValue = None
     failure_cause: str | None = None
@@ -312,6 +314,7 @@ def apply_event(state: RunState, event: Event, seq: int, ts: float) -> RunState:
         state.outer_loop_id = event.outer_loop_id
         state.cycle_number = event.cycle_number
         state.forked_from = event.forked_from
+        state.declared_events = event.declared_events
         state.started_at = ts
         return state
     if state.finished and not isinstance(event, RunResumed | OuterLoopCycleCompleted):

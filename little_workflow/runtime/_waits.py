@@ -418,14 +418,25 @@ def _check(state: RunState, event: str, data: JsonValue, key: str) -> bool:
 
 
 async def _check_declared(host: StoreHost, state: RunState, event: str, data: JsonValue) -> None:
-    """For an LWIR run not yet at a wait for ``event``: its pinned workflow's waits say.
+    """For a run not yet at a wait for ``event``: its pinned workflow's waits say.
 
-    No ``wait`` step for the event: refused (``not_waiting``: it never will). Every one with
-    a schema: the payload must meet one of them (``EventPayloadError``). A code-first run
-    says its waits only when it reaches them: nothing to check here.
+    LWIR: no ``wait`` step for the event: refused (``not_waiting``: it never will). Every
+    one with a schema: the payload must meet one of them (``EventPayloadError``).
+    Code-first: the events ``@workflow(events=...)`` declared, the same way; a body that
+    declared none says its waits only when it reaches them: nothing to check here.
     """
     if any(wait.event == event for wait in state.pending_waits):
         return  # ``_check`` held it against the wait itself
+    where = f"run {state.run_id!r}, event {event!r}"
+    if state.declared_events is not None:
+        if event not in state.declared_events:
+            declared = ", ".join(sorted(state.declared_events)) or "none"
+            raise EventRefusedError(
+                f"{where}: workflow {state.workflow_name!r} declares no such event (it "
+                f"declares: {declared}); the run will never take it"
+            )
+        check_payload(state.declared_events[event], data, where=where)
+        return
     key = f"workflows/{state.workflow_version_id}"
     if not state.workflow_version_id or await host.kv.get(key) is None:
         return
@@ -435,7 +446,6 @@ async def _check_declared(host: StoreHost, state: RunState, event: str, data: Js
         for step in walk_steps(version.workflow.steps)
         if isinstance(step, WaitStep) and step.event == event
     ]
-    where = f"run {state.run_id!r}, event {event!r}"
     if not waits:
         raise EventRefusedError(
             f"{where}: workflow {version.workflow.name!r} has no wait step for this event; "
