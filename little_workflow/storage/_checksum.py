@@ -33,15 +33,18 @@ from __future__ import annotations
 
 import struct
 import zlib
+from collections.abc import Sequence
 from typing import Final
 
 from little_workflow.errors import CorruptDataError
+from little_workflow.events import RecordedEvent, decode_event
 
 __all__ = [
     "FOLD_SQL",
     "MASK",
     "Row",
     "check_row",
+    "checked_records",
     "data_crc",
     "event_checksum",
     "fold",
@@ -131,3 +134,28 @@ def check_row(
             "backup, or delete the run"
         )
     return True
+
+
+def checked_records(
+    run_id: str, rows: Sequence[Row], *, after: int, where: str
+) -> list[RecordedEvent]:
+    """``rows`` (a read of ``run_id``'s events with ``seq > after``, in order) checked and
+    decoded; the read of every backend's event log ends here.
+
+    Each row is checked before it is decoded, and a changed one raises before anything is
+    returned, so no caller ever sees part of a log with corrupt data in it.
+    """
+    checked = False
+    records: list[RecordedEvent] = []
+    for expected, row in enumerate(rows, start=max(after, 0) + 1):
+        checked = check_row(run_id, row, expected_seq=expected, checked_before=checked, where=where)
+        seq, type_name, ts, data, _ = row
+        records.append(
+            RecordedEvent(
+                run_id=run_id,
+                seq=seq,
+                ts=ts,
+                event=decode_event(type_name, data, where=f"run {run_id!r} seq {seq}"),
+            )
+        )
+    return records

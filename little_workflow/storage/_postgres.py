@@ -31,9 +31,9 @@ from psycopg import sql
 from little_workflow import codec
 from little_workflow.codec import JsonValue
 from little_workflow.errors import ConflictError, CorruptDataError, LeaseLostError, StorageError
-from little_workflow.events import Event, RecordedEvent, RunStatus, decode_event, encode_event
+from little_workflow.events import Event, RecordedEvent, RunStatus, encode_event
 from little_workflow.ids import validate_id
-from little_workflow.storage._checksum import check_row, data_crc
+from little_workflow.storage._checksum import checked_records, data_crc
 from little_workflow.storage._fence import current_fence
 from little_workflow.storage._keys import prefix_upper_bound, validate_key, validate_prefix
 from little_workflow.storage._postgres_db import PostgresDatabase
@@ -277,23 +277,7 @@ class PostgresEventLog(_Backend):
             )
             rows = await cursor.fetchall()
         where = self._database.description
-        checked = False
-        records: list[RecordedEvent] = []
-        for expected, row in enumerate(rows, start=max(after, 0) + 1):
-            # Checked before it is decoded: a changed row raises, and nothing is returned.
-            checked = check_row(
-                run_id, row, expected_seq=expected, checked_before=checked, where=where
-            )
-            seq, type_name, ts, data, _ = row
-            records.append(
-                RecordedEvent(
-                    run_id=run_id,
-                    seq=seq,
-                    ts=ts,
-                    event=decode_event(type_name, data, where=f"run {run_id!r} seq {seq}"),
-                )
-            )
-        return records
+        return checked_records(run_id, rows, after=after, where=where)
 
     async def last_seq(self, run_id: str) -> int:
         """The run's latest sequence number, 0 if it has none."""

@@ -23,11 +23,10 @@ from little_workflow.events import (
     RecordedEvent,
     RunIndexUpdate,
     RunStatus,
-    decode_event,
     encode_event,
 )
 from little_workflow.ids import validate_id
-from little_workflow.storage._checksum import MASK, check_row, data_crc
+from little_workflow.storage._checksum import MASK, checked_records, data_crc
 from little_workflow.storage._fence import current_fence
 from little_workflow.storage._keys import prefix_upper_bound, validate_key, validate_prefix
 from little_workflow.storage._protocols import RunInfo, apply_run_index
@@ -247,23 +246,7 @@ class SqliteEventLog:
             ).fetchall()
         )
         where = repr(str(self.db.path))
-        checked = False
-        records: list[RecordedEvent] = []
-        for expected, row in enumerate(rows, start=max(after, 0) + 1):
-            # Checked before it is decoded: a changed row raises, and nothing is returned.
-            checked = check_row(
-                run_id, row, expected_seq=expected, checked_before=checked, where=where
-            )
-            seq, type_name, ts, data, _ = row
-            records.append(
-                RecordedEvent(
-                    run_id=run_id,
-                    seq=seq,
-                    ts=ts,
-                    event=decode_event(type_name, data, where=f"run {run_id!r} seq {seq}"),
-                )
-            )
-        return records
+        return checked_records(run_id, rows, after=after, where=where)
 
     async def last_seq(self, run_id: str) -> int:
         """The run's latest sequence number, 0 if none."""
