@@ -206,13 +206,14 @@ def demo(options: Options, kill_after: int, speed: float) -> None:
     from little_workflow.demo import WORKFLOW
     from little_workflow.ids import new_id
     from little_workflow.runtime import DataDir
+    from little_workflow.storage._dirs import make_private_dirs
 
     console = stdout_console()
     data_dir = DataDir.at(options.data_dir).create()
     run_id = new_id("demo")
     watcher = _Watcher(options.store or data_dir.store_url, run_id)
     folder = data_dir.run_dir(run_id) / "demo"
-    folder.mkdir(parents=True, mode=0o700)
+    make_private_dirs(folder)
     env = {
         **os.environ,
         "LITTLE_WORKFLOW_DEMO_DIR": str(folder),

@@ -38,6 +38,7 @@ from little_workflow.runtime._sessions import SessionRecorder, session_manifest,
 from little_workflow.runtime._state import RunState
 from little_workflow.runtime._waits import ASK_USER
 from little_workflow.runtime._workflows import WorkflowVersion
+from little_workflow.storage._dirs import make_private_dirs
 
 # The harness (agent graphs, tools, model messages, with their pydantic models) and
 # ``_planner`` are imported inside the functions that run a session: ``_lwir_walk``
@@ -122,12 +123,17 @@ class Fixer:
 
 
 def scratch_dir(host: RunHost, run_id: str, session_id: str) -> Path:
-    """``runs/<runId>/harness/<session>``: the session's working directory, created 0700."""
+    """``runs/<runId>/harness/<session>``: the session's working directory, created 0700.
+
+    Made here, when the session starts, and not when the run starts: most runs have no
+    harness session, and a directory per run (two, with ``harness/``) is most of a data
+    directory's size at many runs. Each missing level is made 0700 (``make_private_dirs``).
+    """
     digest = hashlib.sha256(session_id.encode()).hexdigest()[:8]
     name = f"{_UNSAFE.sub('_', session_id)[:80]}-{digest}"
     folder = host.data_dir.harness_dir(run_id) / name
     try:
-        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        make_private_dirs(folder)
     except OSError as exc:
         raise StorageError(f"cannot create the scratch directory {str(folder)!r}: {exc}") from exc
     return folder

@@ -37,7 +37,7 @@ from little_workflow.runtime._agents import execution_path
 from little_workflow.runtime._code_places import call_place, scope_of
 from little_workflow.runtime._code_program import CodeHost, CodeProgram, load_code_program
 from little_workflow.runtime._code_run import bind_input
-from little_workflow.runtime._launch import RunResult, make_run_dirs
+from little_workflow.runtime._launch import RunResult
 from little_workflow.runtime._run_lock import locked
 from little_workflow.runtime._state import RunState, fold
 
@@ -181,7 +181,6 @@ async def fork_code_run(
             # The same fork again (a command re-run after a kill): continue it.
             program.check_same_run(state, run_input)
             return await host.launcher().continue_run(state, program, reason="resume")
-        make_run_dirs(host.data_dir, fork_id)
         started = program.run_started(
             run_input, parent_run_id=None, parent_step_path=None, outer_loop=None
         ).model_copy(update={"forked_from": origin})

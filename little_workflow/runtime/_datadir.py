@@ -6,7 +6,7 @@
       little-workflow.db      the SQLite/WAL event log and KV store (the embedded default)
       blobs/                  large payloads by SHA-256 (``storage.FileBlobStore``)
       artifacts/              artifact files and their manifests
-      runs/<runId>/harness/   harness session scratch
+      runs/<runId>/harness/   harness session scratch, made when a session starts
       memory/                 the agents' memory store
       locks/                  run and outer-loop locks held by live processes
       outer-loops/            outer-loop manifests

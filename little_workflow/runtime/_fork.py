@@ -53,7 +53,7 @@ from little_workflow.lwir import (
     parse_workflow,
 )
 from little_workflow.runtime._host import RunHost, StoreHost, SubRunner
-from little_workflow.runtime._launch import Launcher, RunResult, make_run_dirs
+from little_workflow.runtime._launch import Launcher, RunResult
 from little_workflow.runtime._lwir_program import LwirProgram, fork_hint, load_model
 from little_workflow.runtime._lwir_walk import lwir_walk
 from little_workflow.runtime._run_lock import locked
@@ -396,7 +396,6 @@ async def fork_run(
             # The same fork again (a command re-run after a kill): continue it.
             return await forked.launcher().continue_run(state, program, reason="resume")
         version = await runtime.catalog.store(version)
-        make_run_dirs(runtime.data_dir, fork_id)
         started = RunStarted(
             workflow_name=version.name,
             definition_hash=version.definition_hash,

@@ -23,7 +23,7 @@ from typing import Protocol
 
 from little_workflow._failures import RunParked
 from little_workflow.codec import JsonValue
-from little_workflow.errors import ConfigError, RunFailedError, StorageError
+from little_workflow.errors import ConfigError, RunFailedError
 from little_workflow.events import RunResumed, RunStarted, RunStatus
 from little_workflow.platform._threads import SyncThreads
 from little_workflow.runtime._cancel import read_request, record_cancelled
@@ -40,7 +40,6 @@ __all__ = [
     "Launcher",
     "Program",
     "RunResult",
-    "make_run_dirs",
     "result_of",
 ]
 
@@ -127,18 +126,6 @@ class LaunchHost(Protocol):
         ...
 
 
-def make_run_dirs(data_dir: DataDir, run_id: str) -> None:
-    """Create ``runs/<runId>/harness/`` (0700) for a new run."""
-    try:
-        # One level at a time: ``mkdir(parents=True)`` gives the parents it creates
-        # the default mode, which would leave ``runs/<runId>`` readable by others.
-        run_dir = data_dir.run_dir(run_id)
-        for directory in (run_dir, data_dir.harness_dir(run_id)):
-            directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-    except OSError as exc:
-        raise StorageError(f"cannot create the scratch directory of run {run_id!r}: {exc}") from exc
-
-
 def cancelled_message(run_id: str, reason: str | None) -> str:
     """What ends a cancelled run, with the reason recorded (``cancel --reason``), if any."""
     return f"run {run_id!r} was cancelled" + (f": {reason}" if reason else "")
@@ -197,7 +184,6 @@ class Launcher:
             program.check_same_run(state, input)
             reason = "retry" if retry_failed and state.status is RunStatus.FAILED else "resume"
             return await self.continue_run(state, program, reason=reason)
-        make_run_dirs(self.host.data_dir, run_id)
         front = program.front_end(RunState(run_id=run_id), retrying=False)
         started = program.run_started(
             input,

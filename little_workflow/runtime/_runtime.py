@@ -38,7 +38,7 @@ from little_workflow.runtime._fork import SAME_INPUT, fork_run
 from little_workflow.runtime._gc import FINISHED, GcReport, collect_garbage
 from little_workflow.runtime._host import SubRunner
 from little_workflow.runtime._input_check import check_input
-from little_workflow.runtime._launch import Launcher, Program, RunResult, make_run_dirs, result_of
+from little_workflow.runtime._launch import Launcher, Program, RunResult, result_of
 from little_workflow.runtime._liveness import interrupted_runs, waiting_runs
 from little_workflow.runtime._lwir_program import (
     LwirProgram,
@@ -381,7 +381,6 @@ class Runtime(RunResources):
         """
         await self.open()
         with fenced(claim.fence):
-            make_run_dirs(self.data_dir, claim.run_id)
             state = await read_state(self.events, claim.run_id)
             return await self.launcher(sub_runner).continue_run(state, None, reason="resume")
 
@@ -393,7 +392,6 @@ class Runtime(RunResources):
         """Continue ``state``'s run under a run lock the caller holds (a worker's recovery,
         ``runtime/_recovery.py``); ``reason`` goes into its ``RunResumed``."""
         await self.open()
-        self.make_run_dirs(state.run_id)
         return await self.launcher().continue_run(state, None, reason=reason)
 
     async def retry(self, run_id: str) -> RunResult:
@@ -551,10 +549,6 @@ class Runtime(RunResources):
         await self.open()
         validate_id(run_id, what="run id")
         return await read_state(self.events, run_id)
-
-    def make_run_dirs(self, run_id: str) -> None:
-        """Create ``runs/<runId>/harness/`` (0700) for a new run."""
-        make_run_dirs(self.data_dir, run_id)
 
     @staticmethod
     def result_of(state: RunState) -> RunResult:

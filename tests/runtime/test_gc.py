@@ -24,6 +24,7 @@ from little_workflow.runtime._cancel import CancelRequest, cancel_key
 from little_workflow.runtime._gc import PENDING_PREFIX
 from little_workflow.storage import payload_refs, referenced_digests
 from little_workflow.storage._checksum import event_checksum
+from little_workflow.storage._dirs import make_private_dirs
 from tests.runtime.flows import gc_funcs
 from tests.runtime.support import FLOWS
 
@@ -83,6 +84,17 @@ async def reachable(rt: Runtime) -> set[str]:
     return await referenced_digests(refs, rt.blobs)
 
 
+def give_scratch(rt: Runtime, run_ids: list[str]) -> None:
+    """A file in each run's scratch directory, as a harness session leaves one.
+
+    The plain steps of these flows make no scratch directory (made at first use).
+    """
+    for run_id in run_ids:
+        folder = rt.data_dir.harness_dir(run_id) / "session"
+        make_private_dirs(folder)
+        (folder / "notes.txt").write_text(run_id)
+
+
 async def assert_gone(rt: Runtime, run_ids: list[str]) -> None:
     names = {manifest.run_id for manifest in rt.artifacts.list()}
     for run_id in run_ids:
@@ -111,6 +123,7 @@ async def test_older_than_deletes_a_run_with_its_sub_run_and_their_blobs(rt: Run
     events = 0
     for run_id in old_family:
         events += await rt.events.last_seq(run_id)
+    give_scratch(rt, [*old_family, *new_family])
 
     report = await rt.gc(timedelta(days=1), grace=NO_GRACE)
 
@@ -119,6 +132,7 @@ async def test_older_than_deletes_a_run_with_its_sub_run_and_their_blobs(rt: Run
     await assert_gone(rt, old_family)
     for run_id in new_family:
         await assert_whole(rt, run_id)
+        assert (rt.data_dir.harness_dir(run_id) / "session" / "notes.txt").is_file()
     left = {info.digest for info in await rt.blobs.list()}
     # The old run's own blobs went; the one both runs share stayed.
     assert left == await reachable(rt)
@@ -190,6 +204,7 @@ async def test_live_crashed_and_locked_runs_are_never_touched(rt: Runtime) -> No
     lock = FileLock(rt.data_dir.lock_path("run", held.run_id), purpose="a test")
     assert lock.try_acquire()
     before = {run_id: await rt.events.inner.read(run_id) for run_id in ("run_live", "run_crashed")}
+    give_scratch(rt, list(before))
     try:
         report = await rt.gc(ALL, grace=NO_GRACE)
     finally:

@@ -38,7 +38,7 @@ from little_workflow.storage import RunInfo, payload_refs, referenced_digests
 from little_workflow.storage._checksum import event_checksum
 from tests.runtime.flows import gc_funcs
 from tests.runtime.support import FLOWS
-from tests.runtime.test_gc import at_gate
+from tests.runtime.test_gc import at_gate, give_scratch
 
 FLOW = FLOWS / "gc_parent.yaml"
 STEPS = 14
@@ -183,6 +183,7 @@ async def op_gc(world: World) -> None:
     grace = rng.choice([timedelta(0), timedelta(hours=1)])
     before = await stored(rt)
     infos = {info.run_id: info for info in await rt.events.list_runs()}
+    give_scratch(rt, list(infos))
     artifact_runs = {manifest.run_id for manifest in rt.artifacts.list()}
     blobs_before = {info.digest for info in await rt.blobs.list()}
 

@@ -448,11 +448,11 @@ async def test_data_directory_layout_and_permissions(tmp_path: Path) -> None:
         data,
         data / "artifacts",
         data / "runs",
-        data / "runs" / "run_layout",
-        data / "runs" / "run_layout" / "harness",
         data / "memory",
         data / "locks",
     ):
         assert directory.is_dir(), directory
         assert _mode(directory) == 0o700, (directory, oct(_mode(directory)))
     assert list((data / "locks").iterdir()) == []
+    # A run's scratch directory is made when a harness session needs it: one step, none.
+    assert not (data / "runs" / "run_layout").exists()

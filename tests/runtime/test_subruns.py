@@ -95,7 +95,8 @@ async def test_a_sub_run_has_its_own_id_log_and_parent(tmp_path: Path) -> None:
     assert child_started.input == INPUT
     assert child_started.definition_hash == started.definition_hash
     assert result.state.steps["delegate"].sub_run_id == sub_id
-    assert (tmp_path / "data" / "runs" / sub_id / "harness").is_dir()
+    # No harness session in either run: no scratch directory (made when one needs it).
+    assert not (tmp_path / "data" / "runs" / sub_id).exists()
 
 
 async def test_retry_of_a_parent_retries_its_failed_sub_run_in_place(tmp_path: Path) -> None:
