@@ -47,8 +47,14 @@ def rowid_ddl(sql: str) -> str:
     return sql.replace(") WITHOUT ROWID", ")")
 
 
-def rebuild(source: Path, target: Path, kind: str, page_size: int) -> tuple[int, int]:
-    """Copy a store into ``target`` in one layout; (file bytes, events overflow pages)."""
+def rebuild(
+    source: Path, target: Path, kind: str, page_size: int, blobs: Path | None = None
+) -> tuple[int, int]:
+    """Copy a store into ``target`` in one layout; (file bytes, events overflow pages).
+
+    With ``blobs``, the blob files go into a ``blobs`` table of the same file too (one
+    small file per blob costs a whole filesystem block each).
+    """
     conn = sqlite3.connect(target)
     try:
         conn.execute(f"PRAGMA page_size = {page_size}")
@@ -63,6 +69,12 @@ def rebuild(source: Path, target: Path, kind: str, page_size: int) -> tuple[int,
             if object_type == "table":
                 order = " ORDER BY run_id, seq" if name == "events" else ""
                 conn.execute(f'INSERT INTO main."{name}" SELECT * FROM src."{name}"{order}')
+        if blobs is not None:
+            conn.execute("CREATE TABLE blobs (digest TEXT PRIMARY KEY, data BLOB NOT NULL)")
+            conn.executemany(
+                "INSERT INTO blobs VALUES (?, ?)",
+                ((p.name, p.read_bytes()) for p in sorted(blobs.rglob("*")) if p.is_file()),
+            )
         conn.commit()
         conn.execute("DETACH DATABASE src")
         (overflow,) = conn.execute(
@@ -79,7 +91,7 @@ async def bytes_table(sizes: list[int], inlines: list[int], base: Path) -> None:
     print(f"| inline | layout | {header} |")
     print("|---:|---|" + "---:|" * len(sizes))
     for inline in inlines:
-        results: dict[tuple[str, int], list[str]] = {(k, p): [] for k in KINDS for p in PAGES}
+        results: dict[tuple[str, int], list[str]] = {(k, p): [] for k in KINDS for p in (*PAGES, 0)}
         for size in sizes:
             root = Path(tempfile.mkdtemp(prefix="layout-", dir=base))
             try:
@@ -94,10 +106,15 @@ async def bytes_table(sizes: list[int], inlines: list[int], base: Path) -> None:
                         if kind == KINDS[0] and page == 4096 and abs(db - written) > 0.1 * written:
                             print(f"  (rebuilt {db} B against {written} B written, size {size})")
                         results[kind, page].append(f"{(db + blobs) / final:.2f}x ({overflow})")
+                    # Blob files in the database: the disk holds one file, no block per blob.
+                    target = root / f"{kind.replace(' ', '_')}-blobs.db"
+                    db, overflow = rebuild(source, target, kind, 4096, root / "data" / "blobs")
+                    results[kind, 0].append(f"{db / final:.2f}x ({overflow})")
             finally:
                 shutil.rmtree(root, ignore_errors=True)
         for (kind, page), cells in results.items():
-            print(f"| {inline} | {kind}, {page} | " + " | ".join(cells) + " |", flush=True)
+            shown = f"{kind}, {page}" if page else f"{kind}, 4096, blobs in the db"
+            print(f"| {inline} | {shown} | " + " | ".join(cells) + " |", flush=True)
 
 
 def _precreate(database: Path, page_size: int) -> None:
@@ -162,6 +179,34 @@ def raw(path: Path, steps: int, sync: str) -> float:
     return elapsed / steps * 1e6
 
 
+async def payload_step(index: int) -> dict[str, object]:
+    """A step whose output is about 2 KiB: inline at 4096, a blob at 1024."""
+    return {"index": index, "text": history._filler(index, 2000, "output")}
+
+
+async def payload_time(steps: int, rounds: int, base: Path) -> None:
+    """The inline threshold's cost: steps with 2 KiB outputs, blob or inline, vs raw FULL."""
+    print(f"\n{steps} steps returning 2 KiB, SQLite FULL, ratio to raw sqlite3 in the same round")
+    print("| inline_payload_bytes | ratio (median) | rounds |")
+    print("|---:|---:|---|")
+    ratios: dict[int, list[float]] = {1024: [], 4096: []}
+    for _ in range(rounds):
+        for inline, values in ratios.items():
+            root = Path(tempfile.mkdtemp(prefix="layout-payload-", dir=base))
+            try:
+                baseline = raw(root / "raw.db", steps, "FULL")
+                workflow = chain(steps, "bench.history_layout:payload_step")
+                async with Runtime(root / "data", inline_payload_bytes=inline) as runtime:
+                    await runtime.run(workflow, None, run_id="warm")
+                    ours = await runtime_steps(runtime, workflow, "timed")
+                values.append(ours / baseline)
+            finally:
+                shutil.rmtree(root, ignore_errors=True)
+    for inline, values in ratios.items():
+        shown = ", ".join(f"{v:.2f}" for v in values)
+        print(f"| {inline} | {statistics.median(values):.2f}x | {shown} |")
+
+
 async def time_table(steps: int, rounds: int, base: Path) -> None:
     print(f"\n{steps} trivial steps, µs/step as a ratio to raw sqlite3 in the same round")
     print("| synchronous | layout | ratio (median) | rounds |")
@@ -201,6 +246,7 @@ async def main() -> None:
         await bytes_table(sizes, [int(s) for s in args.inline.split(",")], base)
     if not args.skip_time:
         await time_table(args.steps, args.rounds, base)
+        await payload_time(args.steps // 2, args.rounds, base)
 
 
 if __name__ == "__main__":
