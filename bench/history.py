@@ -1,6 +1,9 @@
 """How a long agent session's log grows: linearly, not with the square of its turns.
 
-Run: ``python -m bench.history [--turns 200] [--turn-bytes 1024]``
+Run: ``python -m bench.history [--turns 200] [--turn-bytes 1024]`` (one size, against the
+naive journal and LangGraph), or ``python -m bench.history --sweep [--sizes 100,1024,4096,65536]
+[--postgres URL] [--inline-bytes N]`` (issue 23: bytes on disk per byte of conversation at
+each message size, with where the SQLite bytes go).
 
 A workflow with one ``agent`` step runs a session of ``--turns`` model calls against a
 scripted model: each turn the model asks for a tool call and the tool answers, adding
@@ -20,6 +23,14 @@ Reported, after the runtime is closed (the SQLite WAL folded into the database):
   ``langgraph-checkpoint-sqlite`` are importable here (otherwise said so).
 
 The target: ours <= 3x final. Files live under ``.bench-data/`` (the real disk).
+
+With ``--sweep``, one session per message size (each turn adds a message of that size:
+``--turn-bytes`` split between the assistant's message and the tool's result), and for
+each: the SQLite file plus its WAL after ``wal_checkpoint(TRUNCATE)``, the blob files, and
+their sum per byte of the final conversation; the ``events`` table's pages by kind from
+``dbstat`` (leaf, interior, overflow) and the bytes of them left unused, which is where
+a layout wastes space. With ``--postgres URL``, the same session on a fresh schema of that
+server: ``pg_total_relation_size`` of ``events`` and ``blobs`` (the schema is dropped after).
 """
 
 from __future__ import annotations
@@ -31,6 +42,7 @@ import random
 import shutil
 import sqlite3
 import tempfile
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -132,6 +144,129 @@ async def ours(root: Path) -> tuple[list[dict[str, Any]], tuple[int, int], int]:
     return [r for r in requests if isinstance(r, dict)], disk_bytes([*store, blobs]), count
 
 
+def sqlite_store_bytes(root: Path) -> tuple[int, int, int, int]:
+    """(database + WAL after a checkpoint, blob files, blob count, all of it allocated)."""
+    database = root / "little-workflow.db"
+    connection = sqlite3.connect(database)
+    try:
+        connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    finally:
+        connection.close()
+    store = [p for p in root.iterdir() if p.name.startswith("little-workflow.db")]
+    blobs = root / "blobs"
+    blob_files = [p for p in blobs.rglob("*") if p.is_file()] if blobs.exists() else []
+    allocated = disk_bytes(store)[1] + disk_bytes(blob_files)[1]
+    blob_bytes = sum(p.stat().st_size for p in blob_files)
+    return disk_bytes(store)[0], blob_bytes, len(blob_files), allocated
+
+
+def events_pages(database: Path) -> dict[str, tuple[int, int]]:
+    """The ``events`` table's pages by kind: {kind: (pages, unused bytes)}, from ``dbstat``."""
+    connection = sqlite3.connect(database)
+    try:
+        rows = connection.execute(
+            "SELECT pagetype, count(*), sum(unused) FROM dbstat WHERE name = 'events' "
+            "GROUP BY pagetype"
+        ).fetchall()
+    finally:
+        connection.close()
+    return {str(kind): (int(pages), int(unused or 0)) for kind, pages, unused in rows}
+
+
+async def sweep_one(
+    root: Path, turn_bytes: int, inline_bytes: int | None, store: str | None
+) -> tuple[list[dict[str, Any]], Runtime]:
+    """Run one session of ``TURNS`` turns adding ``turn_bytes`` each; its requests."""
+    # The scripted model and the tool read the size from the module, as main() sets it.
+    global TURN_BYTES  # noqa: PLW0603
+    TURN_BYTES = turn_bytes
+    extra: dict[str, Any] = {} if inline_bytes is None else {"inline_payload_bytes": inline_bytes}
+    runtime = Runtime(
+        root,
+        store=store,
+        model_slots={"model": ModelSlot(provider=scripted(reply), model="scripted")},
+        tools=[tool(observe)],
+        **extra,
+    )
+    async with runtime:
+        result = await runtime.run(workflow(), None, run_id="run_history")
+        assert result.output == f"done after {TURNS} turns", result.output
+        requests = [
+            record.event.request
+            for record in await runtime.events.read("run_history")
+            if isinstance(record.event, HarnessModelCalled)
+        ]
+    return [r for r in requests if isinstance(r, dict)], runtime
+
+
+def postgres_bytes(url: str, schema: str) -> tuple[int, int]:
+    """(events, blobs) ``pg_total_relation_size`` in ``schema``, after a VACUUM of both."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        sizes = []
+        for table in ("events", "blobs"):
+            conn.execute(f'VACUUM "{schema}".{table}')
+            row = conn.execute(
+                "SELECT pg_total_relation_size(%s::regclass)", (f'"{schema}".{table}',)
+            ).fetchone()
+            sizes.append(int(row[0]) if row else 0)
+        conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+    return sizes[0], sizes[1]
+
+
+def _size(value: int) -> str:
+    return f"{value} B" if value < 1024 else f"{value / 1024:g} KiB"
+
+
+async def sweep(sizes: list[int], inline_bytes: int | None, postgres: str | None) -> None:
+    """The issue-23 table: bytes on disk per byte of final conversation at each size."""
+    base = Path(__file__).resolve().parent.parent / ".bench-data"
+    base.mkdir(parents=True, exist_ok=True)
+    inline = "default" if inline_bytes is None else str(inline_bytes)
+    print(f"{TURNS} turns, inline_payload_bytes {inline}; x = bytes on disk / final conversation")
+    print(
+        "| message | final conversation | SQLite db+WAL | blobs | SQLite x | allocated x "
+        "| events table | events pages (leaf / overflow) | unused in events pages |"
+        + (" Postgres events+blobs | Postgres x |" if postgres else "")
+    )
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|" + ("---:|---:|" if postgres else ""))
+    for size in sizes:
+        root = Path(tempfile.mkdtemp(prefix="history-sweep-", dir=base))
+        try:
+            requests, _ = await sweep_one(root / "data", size, inline_bytes, None)
+            final = len(json.dumps(requests[-1], ensure_ascii=False, separators=(",", ":")))
+            database, blobs, count, allocated = sqlite_store_bytes(root / "data")
+            pages = events_pages(root / "data" / "little-workflow.db")
+            leaf = pages.get("leaf", (0, 0))
+            overflow = pages.get("overflow", (0, 0))
+            unused = sum(u for _, u in pages.values())
+            total_pages = sum(n for n, _ in pages.values())
+            page_size = 4096
+            connection = sqlite3.connect(root / "data" / "little-workflow.db")
+            try:
+                page_size = int(connection.execute("PRAGMA page_size").fetchone()[0])
+            finally:
+                connection.close()
+            line = (
+                f"| {_size(size)} | {_kib(final)} | {_kib(database)} | {_kib(blobs)} ({count}) "
+                f"| {(database + blobs) / final:.2f}x | {allocated / final:.2f}x "
+                f"| {_kib(total_pages * page_size)} | {leaf[0]} / {overflow[0]} "
+                f"| {unused / max(1, total_pages * page_size):.0%} |"
+            )
+            if postgres:
+                schema = f"lwbench_{uuid.uuid4().hex[:12]}"
+                separator = "&" if "?" in postgres else "?"
+                await sweep_one(
+                    root / "pg", size, inline_bytes, f"{postgres}{separator}schema={schema}"
+                )
+                pg_events, pg_blobs = postgres_bytes(postgres, schema)
+                line += f" {_kib(pg_events + pg_blobs)} | {(pg_events + pg_blobs) / final:.2f}x |"
+            print(line, flush=True)
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+
+
 def langgraph_bytes(root: Path, requests: list[dict[str, Any]]) -> tuple[int, int] | None:
     """SqliteSaver's bytes for the same conversation, one checkpoint per turn, or None."""
     try:
@@ -176,8 +311,16 @@ async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--turns", type=int, default=TURNS)
     parser.add_argument("--turn-bytes", type=int, default=TURN_BYTES)
+    parser.add_argument("--sweep", action="store_true", help="one session per --sizes")
+    parser.add_argument("--sizes", default="100,1024,4096,65536", help="bytes added per turn")
+    parser.add_argument("--inline-bytes", type=int, default=None, help="inline_payload_bytes")
+    parser.add_argument("--postgres", default=None, help="also on this server (a new schema)")
     args = parser.parse_args()
     TURNS, TURN_BYTES = args.turns, args.turn_bytes
+    if args.sweep:
+        sizes = [int(part) for part in args.sizes.split(",") if part.strip()]
+        await sweep(sizes, args.inline_bytes, args.postgres)
+        return
     base = Path(__file__).resolve().parent.parent / ".bench-data"
     base.mkdir(parents=True, exist_ok=True)
     root = Path(tempfile.mkdtemp(prefix="history-", dir=base))
