@@ -87,7 +87,7 @@ async def check_references(candidate_id: str, ctx: ToolContext) -> dict[str, Any
 
 
 def _prompt(request: ModelRequest) -> dict[str, Any]:
-    first = next(message.content or "" for message in request.messages if message.role == "user")
+    first = next(message.text or "" for message in request.messages if message.role == "user")
     prompt: dict[str, Any] = json.loads(first)
     return prompt
 
@@ -97,7 +97,7 @@ def _answer(request: ModelRequest) -> ScriptReply:
     # answer the killed process got.
     prompt = _prompt(request)
     candidate, role = prompt["candidate"], prompt["role"]
-    results = [message.content or "" for message in request.messages if message.role == "tool"]
+    results = [message.text or "" for message in request.messages if message.role == "tool"]
     if not results:
         call = {"name": "check_references", "arguments": {"candidate_id": candidate["id"]}}
         return {"tool_calls": [call]}

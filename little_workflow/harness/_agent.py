@@ -39,7 +39,7 @@ def answered(ctx: Context, _output: Any) -> bool:
 def final_answer(ctx: Context, _input: Any) -> JsonValue:
     """The text of the last model answer."""
     last = ctx.items.last_assistant()
-    return None if last is None else last.content
+    return None if last is None else last.text
 
 
 def agent(

@@ -82,10 +82,10 @@ Answer with the workflow as one JSON object and nothing else."""
 def _answer_json(ctx: Context) -> tuple[Any, str | None]:
     """The last answer parsed as JSON: ``(value, None)``, or ``(None, problem)``."""
     last = ctx.items.last_assistant()
-    if last is None or not last.content:
+    if last is None or not last.text:
         return None, "the answer was empty"
     try:
-        return parse_json_answer(last.content, "the planner"), None
+        return parse_json_answer(last.text, "the planner"), None
     except InvalidValueError as exc:
         return None, exc.message
 

@@ -261,7 +261,7 @@ def openai_response(response: ModelResponse) -> dict[str, Any]:
     """A Chat Completions response body for ``response``."""
     message: dict[str, Any] = {
         "role": "assistant",
-        "content": response.message.content,
+        "content": response.message.text,
         "refusal": None,
     }
     if response.message.tool_calls:
@@ -458,8 +458,8 @@ def anthropic_request(body: object) -> ModelRequest:
 def anthropic_response(response: ModelResponse) -> dict[str, Any]:
     """A Messages API response body for ``response``."""
     content: list[dict[str, Any]] = []
-    if response.message.content:
-        content.append({"type": "text", "text": response.message.content})
+    if response.message.text:
+        content.append({"type": "text", "text": response.message.text})
     content.extend(
         {"type": "tool_use", "id": call.id, "name": call.name, "input": call.arguments}
         for call in response.message.tool_calls

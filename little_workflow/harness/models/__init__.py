@@ -18,11 +18,19 @@ from little_workflow._lazy import lazy_exports
 if TYPE_CHECKING:
     from little_workflow.harness.models._anthropic import AnthropicProvider
     from little_workflow.harness.models._messages import (
+        ContentPart,
+        FilePart,
+        ImagePart,
         Message,
+        ModelDelta,
         ModelRequest,
         ModelResponse,
+        ReasoningPart,
+        ResponseFormat,
         Role,
+        TextPart,
         ToolCall,
+        ToolChoice,
         ToolSpec,
         Usage,
     )
@@ -32,7 +40,12 @@ if TYPE_CHECKING:
         dump_arguments,
         parse_arguments,
     )
-    from little_workflow.harness.models._provider import ModelProvider
+    from little_workflow.harness.models._provider import (
+        DeltaSink,
+        ModelProvider,
+        StreamingModelProvider,
+        call_model,
+    )
     from little_workflow.harness.models._scripted import (
         Script,
         ScriptedProvider,
@@ -49,11 +62,19 @@ if TYPE_CHECKING:
 _EXPORTS: dict[str, tuple[str, ...]] = {
     "little_workflow.harness.models._anthropic": ("AnthropicProvider",),
     "little_workflow.harness.models._messages": (
+        "ContentPart",
+        "FilePart",
+        "ImagePart",
         "Message",
+        "ModelDelta",
         "ModelRequest",
         "ModelResponse",
+        "ReasoningPart",
+        "ResponseFormat",
         "Role",
+        "TextPart",
         "ToolCall",
+        "ToolChoice",
         "ToolSpec",
         "Usage",
     ),
@@ -63,7 +84,12 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "dump_arguments",
         "parse_arguments",
     ),
-    "little_workflow.harness.models._provider": ("ModelProvider",),
+    "little_workflow.harness.models._provider": (
+        "DeltaSink",
+        "ModelProvider",
+        "StreamingModelProvider",
+        "call_model",
+    ),
     "little_workflow.harness.models._scripted": (
         "Script",
         "ScriptedProvider",
@@ -81,19 +107,30 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
 __all__ = [
     "RAW_ARGUMENTS_KEY",
     "AnthropicProvider",
+    "ContentPart",
+    "DeltaSink",
+    "FilePart",
+    "ImagePart",
     "Message",
+    "ModelDelta",
     "ModelProvider",
     "ModelRequest",
     "ModelResponse",
     "OpenAICompatibleProvider",
+    "ReasoningPart",
+    "ResponseFormat",
     "Role",
     "Script",
     "ScriptFunction",
     "ScriptReply",
     "ScriptedProvider",
+    "StreamingModelProvider",
+    "TextPart",
     "ToolCall",
+    "ToolChoice",
     "ToolSpec",
     "Usage",
+    "call_model",
     "dump_arguments",
     "first_user_message",
     "parse_arguments",

@@ -51,8 +51,8 @@ _STOP_REASONS = {
 def _assistant_blocks(message: Message) -> list[dict[str, object]]:
     # The API refuses empty text blocks.
     blocks: list[dict[str, object]] = []
-    if message.content:
-        blocks.append({"type": "text", "text": message.content})
+    if message.text:
+        blocks.append({"type": "text", "text": message.text})
     blocks.extend(
         {"type": "tool_use", "id": call.id, "name": call.name, "input": call.arguments}
         for call in message.tool_calls
@@ -64,7 +64,7 @@ def _tool_result(message: Message) -> dict[str, object]:
     block: dict[str, object] = {
         "type": "tool_result",
         "tool_use_id": message.tool_call_id or "",
-        "content": message.content or "",
+        "content": message.text or "",
     }
     if message.is_error:
         block["is_error"] = True
@@ -78,8 +78,8 @@ def _wire_messages(messages: tuple[Message, ...]) -> tuple[str | None, list[dict
     results: list[dict[str, object]] | None = None
     for message in messages:
         if message.role == "system":
-            if message.content:
-                system.append(message.content)
+            if message.text:
+                system.append(message.text)
             continue
         if message.role == "tool":
             if results is None:
@@ -87,8 +87,8 @@ def _wire_messages(messages: tuple[Message, ...]) -> tuple[str | None, list[dict
                 wire.append({"role": "user", "content": results})
             results.append(_tool_result(message))
             continue
-        if message.role == "user" and results is not None and message.content:
-            results.append({"type": "text", "text": message.content})
+        if message.role == "user" and results is not None and message.text:
+            results.append({"type": "text", "text": message.text})
             results = None
             continue
         results = None
@@ -96,7 +96,7 @@ def _wire_messages(messages: tuple[Message, ...]) -> tuple[str | None, list[dict
             blocks = _assistant_blocks(message)
             wire.append({"role": "assistant", "content": blocks or ""})
         else:
-            wire.append({"role": "user", "content": message.content or ""})
+            wire.append({"role": "user", "content": message.text or ""})
     return ("\n\n".join(system) if system else None), wire
 
 

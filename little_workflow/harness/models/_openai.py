@@ -78,12 +78,12 @@ def _wire_message(message: Message) -> dict[str, object]:
         return {
             "role": "tool",
             "tool_call_id": message.tool_call_id or "",
-            "content": message.content or "",
+            "content": message.text or "",
         }
     if message.role == "assistant" and message.tool_calls:
         return {
             "role": "assistant",
-            "content": message.content,
+            "content": message.text,
             "tool_calls": [
                 {
                     "id": call.id,
@@ -93,7 +93,7 @@ def _wire_message(message: Message) -> dict[str, object]:
                 for call in message.tool_calls
             ],
         }
-    return {"role": message.role, "content": message.content or ""}
+    return {"role": message.role, "content": message.text or ""}
 
 
 def _wire_request(request: ModelRequest, max_tokens_param: str) -> dict[str, object]:

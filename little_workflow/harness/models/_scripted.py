@@ -284,12 +284,12 @@ class ScriptedProvider:
 
 def system_prompt(request: ModelRequest) -> str:
     """The request's system message (an agent's instructions), or ``""``."""
-    return next((m.content or "" for m in request.messages if m.role == "system"), "")
+    return next((m.text or "" for m in request.messages if m.role == "system"), "")
 
 
 def first_user_message(request: ModelRequest) -> str:
     """The session's first user message: the step's prompt, or ``""``."""
-    return next((m.content or "" for m in request.messages if m.role == "user"), "")
+    return next((m.text or "" for m in request.messages if m.role == "user"), "")
 
 
 def turns(request: ModelRequest) -> int:
