@@ -25,7 +25,7 @@ from collections.abc import Mapping
 
 from little_workflow.errors import Problem, RunInputError, TemplateSyntaxError
 from little_workflow.lwir._jsonschema import field_path, schema_problems, validate
-from little_workflow.lwir._models import StepBase, Workflow
+from little_workflow.lwir._models import DecisionStep, StepBase, Workflow
 from little_workflow.lwir._template import (
     Index,
     Key,
@@ -65,8 +65,12 @@ def input_reads(workflow: Workflow) -> list[tuple[str, Reference]]:
     found: list[tuple[str, Reference]] = []
     for place, step in certain_path(workflow):
         for name, value in step.template_values():
-            if name == "with" and getattr(step, "agent", None) is not None:
+            if name == "with" and isinstance(step, DecisionStep) and step.agent is not None:
                 continue  # a decision asked of a model renders no `with`
+            if not _mentions_input(value):
+                # Most values read no input: skipping them before places are spelled out
+                # makes this check cost a fraction of a step's run, not most of one.
+                continue
             for where, text in iter_template_strings(value, f"{place}.{name}"):
                 try:
                     template = parse_template(text)
@@ -75,6 +79,17 @@ def input_reads(workflow: Workflow) -> list[tuple[str, Reference]]:
                 at = f"step {step.id!r} at {where}"
                 found.extend((at, ref) for ref in template.references if ref.root == "input")
     return found
+
+
+def _mentions_input(value: object) -> bool:
+    """Whether some string inside ``value`` could hold an ``${input...}`` reference."""
+    if isinstance(value, str):
+        return "$" in value and "input" in value
+    if isinstance(value, Mapping):
+        return any(_mentions_input(child) for child in value.values())
+    if isinstance(value, list | tuple):
+        return any(_mentions_input(child) for child in value)
+    return False
 
 
 def input_problems(workflow: Workflow, input: object) -> list[Problem]:
