@@ -24,9 +24,17 @@ Streaming (``ModelDelta``) is a view of an answer as it arrives; only the comple
 from __future__ import annotations
 
 import base64
-from typing import Annotated, Literal, Self, TypeAlias
+from typing import Annotated, Any, Literal, Self, TypeAlias
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    JsonValue,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+    model_validator,
+)
 from pydantic.alias_generators import to_camel
 
 __all__ = [
@@ -60,6 +68,22 @@ class _Model(BaseModel):
         # Schemas are built on first use, not at import: see ``little_workflow.events``.
         defer_build=True,
     )
+
+
+def _drop_defaults(
+    model: BaseModel, data: dict[str, Any], defaults: dict[str, object]
+) -> dict[str, Any]:
+    """``data`` without the fields of ``defaults`` that ``model`` leaves at their default.
+
+    The fields added after the first stored logs are left out of a dump when unset, so a
+    request or a usage recorded today has the bytes it had before them (smaller events,
+    the same digests where a dump is hashed, as the scripted provider's response ids are).
+    """
+    for name, default in defaults.items():
+        if getattr(model, name) == default:
+            data.pop(name, None)
+            data.pop(to_camel(name), None)
+    return data
 
 
 class TextPart(_Model):
@@ -240,6 +264,10 @@ class ModelRequest(_Model):
     response_format: ResponseFormat | None = None
     extra: dict[str, JsonValue] = Field(default_factory=dict)
 
+    @model_serializer(mode="wrap")
+    def _compact(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        return _drop_defaults(self, handler(self), _REQUEST_OPTION_DEFAULTS)
+
 
 class Usage(_Model):
     """Tokens a call consumed, as the provider reported them.
@@ -256,6 +284,10 @@ class Usage(_Model):
     cached_input_tokens: int = 0
     cache_write_tokens: int = 0
     reasoning_tokens: int = 0
+
+    @model_serializer(mode="wrap")
+    def _compact(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        return _drop_defaults(self, handler(self), _USAGE_DETAIL_DEFAULTS)
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
@@ -280,6 +312,22 @@ class ModelResponse(_Model):
     #: ``stop`` (answered), ``tool_calls`` (asked for tools), ``length`` (cut off), ...
     finish_reason: str = "stop"
     usage: Usage = Field(default_factory=Usage)
+
+
+_REQUEST_OPTION_DEFAULTS: dict[str, object] = {
+    "top_p": None,
+    "stop": (),
+    "seed": None,
+    "tool_choice": None,
+    "parallel_tool_calls": None,
+    "response_format": None,
+    "extra": {},
+}
+_USAGE_DETAIL_DEFAULTS: dict[str, object] = {
+    "cached_input_tokens": 0,
+    "cache_write_tokens": 0,
+    "reasoning_tokens": 0,
+}
 
 
 class ModelDelta(_Model):
