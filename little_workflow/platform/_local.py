@@ -72,6 +72,7 @@ from little_workflow.platform.ipc import (
     IpcConnectionError,
     create_durable_outbound_queue,
 )
+from little_workflow.platform.ipc._address import MAX_UNIX_PATH_BYTES
 from little_workflow.platform.ipc._client import ack_key
 from little_workflow.storage import (
     FileStorage,
@@ -525,6 +526,23 @@ def _private_dir(path: str) -> str:
     return path
 
 
+def _socket_address(runtime: str, handle_id: str, digest: str) -> IpcAddress:
+    """The child's socket under ``runtime``, or under a short private temp dir.
+
+    ``sun_path`` holds 107 bytes: a project deep in a home directory (or a test's temp
+    dir) passes it with ``.../runtime/ipc/<digest>``. The fallback name hashes the
+    runtime dir too, so two runtime dirs with the same handle id never share a socket;
+    the manifest records the address, so a reattaching host finds it either way.
+    """
+    path = os.path.join(runtime, "ipc", digest)
+    if len(path.encode("utf-8", "surrogateescape")) <= MAX_UNIX_PATH_BYTES:
+        return IpcAddress.unix(os.path.join(_private_dir(runtime + "/ipc"), digest))
+    short = os.path.join(tempfile.gettempdir(), f"little-workflow-{os.getuid()}", "ipc")
+    name = hashlib.sha256(f"{os.path.realpath(runtime)}\0{handle_id}".encode()).hexdigest()
+    _private_dir(os.path.dirname(short))
+    return IpcAddress.unix(os.path.join(_private_dir(short), name[:24]))
+
+
 class LocalSubprocessAdapter:
     """Runs each child as its own OS process (see the module docstring)."""
 
@@ -569,7 +587,7 @@ class LocalSubprocessAdapter:
         runtime = _private_dir(self.runtime_dir)
         digest = hashlib.sha256(handle_id.encode()).hexdigest()[:24]
         if self.transport == "unix":
-            address = IpcAddress.unix(os.path.join(_private_dir(runtime + "/ipc"), digest))
+            address = _socket_address(runtime, handle_id, digest)
         else:
             address = IpcAddress.tcp() if self.transport == "tcp" else IpcAddress.ws()
         log_path = os.path.join(_private_dir(runtime + "/logs"), f"{handle_id}.log")

@@ -322,3 +322,27 @@ async def test_list_live_reads_every_child_in_one_batch(tmp_path: Path) -> None:
         for handle in handles:
             handle.terminate(signal.SIGKILL)
         await _until(lambda: not any(h.is_alive() for h in handles))
+
+
+async def test_a_runtime_dir_too_deep_for_a_socket_path_falls_back_to_a_short_one(
+    tmp_path: Path,
+) -> None:
+    # sun_path holds 107 bytes; a project deep in a home directory passes that with
+    # .../runtime/ipc/<digest>. Each deep dir gets its own socket for the same handle id.
+    sockets = []
+    for branch in ("a", "b"):
+        deep = tmp_path / branch / ("d" * 50) / ("e" * 50) / "runtime"
+        adapter, storage = _adapter(tmp_path / branch, runtime_dir=str(deep), linger=0.0)
+        spec = SpawnSpec(target=f"{TARGETS}:ticker", input={"count": 3}, handle_id="spawn_deep")
+        handle = await adapter.spawn(spec)
+        manifest = await storage.get(manifest_key("spawn_deep"))
+        assert isinstance(manifest, dict)
+        address = manifest["transport"]
+        assert address.startswith("unix:")
+        assert len(address.encode()) <= len("unix:") + 107
+        assert not address[len("unix:") :].startswith(str(deep))
+        sockets.append(address)
+        assert [frame async for _, frame in handle.frames()] == [{"i": i} for i in range(3)]
+        assert await handle.wait() == {"done": 3}
+        assert (deep / "logs").is_dir()  # only the socket moved
+    assert sockets[0] != sockets[1]
