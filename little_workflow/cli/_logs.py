@@ -18,6 +18,9 @@ __all__ = ["OneLineFormatter", "log_to_stderr"]
 class OneLineFormatter(logging.Formatter):
     """A record's message on one line, with its exception's one-line summary if any.
 
+    A record of a logger outside ``little_workflow`` (psycopg's pool, uvicorn) is
+    prefixed with that logger's name.
+
     ``debug`` keeps the full traceback after the line instead.
     """
 
@@ -29,6 +32,10 @@ class OneLineFormatter(logging.Formatter):
         if self.debug:
             return super().format(record)
         line = record.getMessage()
+        if not record.name.startswith("little_workflow"):
+            # A library's own warning ("discarding closed connection", from the pool)
+            # says nothing of where it comes from: the logger's name says it.
+            line = f"{record.name}: {line}"
         if record.exc_info is not None and record.exc_info[1] is not None:
             line = f"{line}: {_summary(record.exc_info[1])}"
         # Driver messages span lines ("...failed: Connection refused\n\tIs the server

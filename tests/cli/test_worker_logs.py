@@ -10,6 +10,7 @@ error, and the traceback is there only with ``little-workflow --debug worker``.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import queue
 import signal
@@ -22,6 +23,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from little_workflow.cli._logs import OneLineFormatter
 from little_workflow.runtime import Runtime
 from tests.cli.test_stdout_and_input import BIG, FLOWS, lw
 from tests.conftest import POSTGRES_URL
@@ -105,9 +107,11 @@ async def test_a_worker_logs_one_line_per_event_when_its_database_goes_away(
     assert ended.startswith(f"worker w_logs: run {run_id} ended in an error: storage_error: ")
     assert "Traceback" not in text, text
     # One line per event: every line is an event of the worker or of the run it drove
-    # ("run '...': flushing held events failed: ..."), none a continuation of another.
+    # ("run '...': flushing held events failed: ..."), or the driver's own warning under
+    # its logger's name ("psycopg.pool: discarding closed connection"), none a
+    # continuation of another.
     for line in seen:
-        assert line.startswith(("worker", f"run {run_id!r}: ")), text
+        assert line.startswith(("worker", f"run {run_id!r}: ", "psycopg")), text
 
 
 def _start(command: list[str], env: dict[str, str]) -> subprocess.Popen[str]:
@@ -134,3 +138,16 @@ def test_submit_reads_an_input_too_long_for_a_command_line_from_a_file(
     waited = lw(tmp_path, "wait", run_id, "--store", postgres_url, "--timeout", "60")
     assert waited.returncode == 0, waited.stderr
     assert json.loads(waited.stdout) == {"length": BIG, "head": "s" * 8}
+
+
+def test_a_library_warning_is_one_line_named_after_its_logger() -> None:
+    formatter = OneLineFormatter(debug=False)
+
+    def line(name: str, message: str) -> str:
+        record = logging.LogRecord(name, logging.WARNING, __file__, 1, message, None, None)
+        return formatter.format(record)
+
+    assert line("psycopg.pool", "discarding closed connection:\n\t<conn>") == (
+        "psycopg.pool: discarding closed connection: <conn>"
+    )
+    assert line("little_workflow.worker", "worker w: up") == "worker w: up"
