@@ -174,6 +174,7 @@ async def test_every_two_seconds_for_twenty_with_a_worker_sigkilled_and_restarte
         workers["wa"] = _worker(data, "wa", env, store)
         await asyncio.sleep(8)
         async with Runtime(data, store=store) as runtime:
+            pausing_at = time.time()
             await runtime.pause_schedule("every2")
             paused_at = time.time()
             # Let the runs started before the pause end.
@@ -192,14 +193,18 @@ async def test_every_two_seconds_for_twenty_with_a_worker_sigkilled_and_restarte
         for process in workers.values():
             process.wait(timeout=60)
     assert workers["wb"].returncode == 0, (tmp_path / "wb.log").read_text()
-    # Every tick from the schedule's creation to its pause, and no other, ran once.
+    # Every tick from the schedule's creation to its pause ran once, and none after it.
+    # A tick due in the last moments before the pause committed may or may not have been
+    # submitted (workers look every 0.2 s): either is right, so that window is open.
     first = int(schedule.since) + 1
     ticks = [second for second in range(first, int(paused_at) + 1) if second % 2 == 0]
-    expected = [f"sched:every2:{_stamp(second)}" for second in ticks]
-    assert len(expected) >= 9
-    assert runs == expected, (runs, expected)
+    required = [f"sched:every2:{_stamp(second)}" for second in ticks if second < pausing_at - 1]
+    optional = [f"sched:every2:{_stamp(second)}" for second in ticks if second >= pausing_at - 1]
+    assert len(required) >= 8
+    assert runs[: len(required)] == required, (runs, required)
+    assert runs[len(required) :] == optional[: len(runs) - len(required)], (runs, optional)
     assert {state.output for state in states} == {4}
-    assert calls_of(calls) == {f"{run_id}/sq": 1 for run_id in expected}
+    assert calls_of(calls) == {f"{run_id}/sq": 1 for run_id in runs}
 
 
 async def test_a_tick_submitted_by_two_workers_at_once_is_one_run(
