@@ -438,7 +438,8 @@ def read_input(text: str | None) -> Any:
         return parse_json_option(text, "--input")
     from little_workflow.errors import InvalidInputError, shown
 
-    source = "stdin" if text == "-" else f"file {shown(text[1:])}"
+    # A path is what the user needs to see whole; PATH_MAX bounds it.
+    source = "stdin" if text == "-" else f"file {shown(text[1:], limit=4096)}"
     try:
         if text == "-":
             content = sys.stdin.buffer.read().decode("utf-8")
