@@ -35,6 +35,7 @@ import asyncio
 import contextlib
 import json
 import os
+import re
 import signal
 import socket
 import sys
@@ -55,6 +56,7 @@ from little_workflow.testing._fake_wire import (
     anthropic_error_body,
     anthropic_request,
     anthropic_response,
+    forced_answer,
     openai_error_body,
     openai_request,
     openai_response,
@@ -63,6 +65,8 @@ from little_workflow.testing._fake_wire import (
 __all__ = ["FakeModelServer", "RecordedRequest", "main"]
 
 Wire = Literal["openai", "anthropic"]
+
+_ANTHROPIC_VERSION = re.compile(r"\d{4}-\d{2}-\d{2}")
 
 _ROUTES: dict[str, Wire] = {
     "/v1/chat/completions": "openai",
@@ -189,7 +193,8 @@ class FakeModelServer:
     """A real HTTP server on 127.0.0.1 answering both wire formats from a ``Script``.
 
     ``api_key``, when set, must arrive as ``Authorization: Bearer`` (OpenAI routes) or
-    ``x-api-key`` (Anthropic routes); ``echo_credentials`` makes a refusal quote the
+    ``x-api-key`` or ``Authorization: Bearer`` (Anthropic routes, which also take any
+    ``anthropic-version`` of the form YYYY-MM-DD); ``echo_credentials`` makes a refusal quote the
     credential it received, as some careless servers do, to test that clients redact it.
     ``delay`` seconds pass (really) before each answer: for tests that kill a client
     while a call is in flight. ``count_file`` gets one JSON line per request, written
@@ -354,7 +359,10 @@ class FakeModelServer:
                 )
             key = given.removeprefix("Bearer ")
         else:
-            key = headers.get("x-api-key", "")
+            # The official SDK sends ``Authorization: Bearer`` when given ``auth_token=``.
+            key = headers.get("x-api-key", "") or headers.get("authorization", "").removeprefix(
+                "Bearer "
+            )
             if not key:
                 return "x-api-key header is required"
         if key == self.api_key:
@@ -376,8 +384,13 @@ class FakeModelServer:
         refused = self._credential_error(wire, headers)
         if refused is not None:
             return _Answer.error(wire, 401, refused)
-        if wire == "anthropic" and not headers.get("anthropic-version"):
-            return _Answer.error(wire, 400, "anthropic-version: header is required")
+        if wire == "anthropic":
+            version = headers.get("anthropic-version")
+            if not version:
+                return _Answer.error(wire, 400, "anthropic-version: header is required")
+            # Any dated version is accepted: SDK releases move to newer ones.
+            if _ANTHROPIC_VERSION.fullmatch(version) is None:
+                return _Answer.error(wire, 400, f"anthropic-version: invalid value {version!r}")
         return None
 
     def _answer(
@@ -401,7 +414,14 @@ class FakeModelServer:
         except Exception as exc:  # a script function that raised: a server bug, 500
             message = f"the script raised {type(exc).__name__}: {exc}"
             return _Answer.error(wire, 500, message, request=request)
-        rendered = openai_response(response) if wire == "openai" else anthropic_response(response)
+        if wire == "anthropic":
+            response = forced_answer(request, response)
+        try:
+            rendered = (
+                openai_response(response) if wire == "openai" else anthropic_response(response)
+            )
+        except WireError as exc:  # a script answer no model could give
+            return _Answer.error(wire, exc.status, exc.message, request=request)
         return _Answer(status=200, body=rendered, request=request)
 
     def _handle(self, handler: _Handler) -> None:

@@ -302,6 +302,24 @@ def test_anthropic_version_header_is_required(
     assert "anthropic-version" in response.json()["error"]["message"]
 
 
+def test_anthropic_takes_a_bearer_token_and_any_dated_version(
+    server: FakeModelServer, client: httpx.Client
+) -> None:
+    body = {"model": "m", "max_tokens": 5, "messages": [USER]}
+    url = f"{server.url}/v1/messages"
+    bearer = {"authorization": f"Bearer {KEY}", "anthropic-version": "2026-11-30"}
+    assert client.post(url, json=body, headers=bearer).status_code == 200
+    wrong = {"authorization": "Bearer sk-wrong-token-9999", "anthropic-version": "2023-06-01"}
+    refused = client.post(url, json=body, headers=wrong)
+    assert refused.status_code == 401
+    assert refused.json()["error"]["message"] == "invalid x-api-key: sk-***9999"
+    undated = {"x-api-key": KEY, "anthropic-version": "latest"}
+    bad_version = client.post(url, json=body, headers=undated)
+    assert bad_version.status_code == 400
+    assert "anthropic-version" in bad_version.json()["error"]["message"]
+    assert len(server.requests) == 3
+
+
 def test_credentials_are_checked_and_masked(server: FakeModelServer, client: httpx.Client) -> None:
     body = {"model": "m", "messages": [USER]}
     missing = client.post(f"{server.openai_base_url}/chat/completions", json=body)
@@ -351,7 +369,13 @@ def test_answers_in_each_format(client: httpx.Client) -> None:
     assert openai["choices"][0]["message"]["tool_calls"] == [
         {"id": "t1", "type": "function", "function": {"name": "f", "arguments": '{"x":1}'}}
     ]
-    assert openai["usage"] == {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
+    assert openai["usage"] == {
+        "prompt_tokens": 0,
+        "completion_tokens": 0,
+        "total_tokens": 0,
+        "prompt_tokens_details": {"cached_tokens": 0},
+        "completion_tokens_details": {"reasoning_tokens": 0},
+    }
     assert anthropic["type"] == "message"
     assert anthropic["content"] == [
         {"type": "text", "text": "a"},

@@ -16,8 +16,10 @@ from little_workflow.harness.models import (
     ModelRequest,
     ModelResponse,
     OpenAICompatibleProvider,
+    ReasoningPart,
     Script,
     ScriptedProvider,
+    TextPart,
     ToolCall,
     ToolSpec,
     dump_arguments,
@@ -510,11 +512,15 @@ async def test_anthropic_parses_the_answer() -> None:
         model="claude-x",
         message=Message(
             role="assistant",
-            content="Let me check.",
+            # The signed thinking block is kept: the API wants it back on the next turn.
+            content=(
+                ReasoningPart(provider="anthropic", text="hmm", signature="s"),
+                TextPart(text="Let me check."),
+            ),
             tool_calls=(ToolCall(id="toolu_1", name="search", arguments={"q": "Oslo"}),),
         ),
         finish_reason="tool_calls",
-        usage={"input_tokens": 100, "output_tokens": 7},
+        usage={"input_tokens": 100, "output_tokens": 7, "cached_input_tokens": 90},
     )
 
 
@@ -671,3 +677,35 @@ def test_scripted_script_is_plain_json() -> None:
     assert json.loads(json.dumps(replies)) == replies
     script = Script(json.loads(json.dumps(replies)))
     assert script.calls == 0
+
+
+# Anthropic's fake splits the input into uncached / cache-read / cache-write counts and
+# the provider sums them back; OpenAI's reports cached and reasoning tokens in its detail
+# objects. Either way the script's neutral usage comes back as it was set.
+_SCRIPTED_USAGES = {
+    "anthropic": {
+        "input_tokens": 100,
+        "output_tokens": 7,
+        "cached_input_tokens": 60,
+        "cache_write_tokens": 30,
+    },
+    "openai": {
+        "input_tokens": 100,
+        "output_tokens": 40,
+        "cached_input_tokens": 64,
+        "reasoning_tokens": 25,
+    },
+}
+
+
+@pytest.mark.parametrize("wire", sorted(_SCRIPTED_USAGES))
+async def test_usage_set_by_a_script_comes_back_neutral(wire: str) -> None:
+    usage = _SCRIPTED_USAGES[wire]
+    reply = {"message": {"role": "assistant", "content": "ok"}, "usage": usage}
+    with FakeModelServer([reply]) as local:
+        provider = anthropic(local) if wire == "anthropic" else openai(local)
+        try:
+            response = await provider.complete(CONVERSATION)
+        finally:
+            await provider.aclose()
+    assert response.usage.model_dump() == usage

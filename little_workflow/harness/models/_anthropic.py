@@ -19,6 +19,7 @@ API counts apart, so the figure means what OpenAI's ``prompt_tokens`` means.
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
@@ -27,9 +28,15 @@ from pydantic import ValidationError
 from little_workflow.errors import ConfigError, ModelProviderError
 from little_workflow.harness.models._http import JsonPoster, Sleep, read_api_key
 from little_workflow.harness.models._messages import (
+    ContentPart,
+    FilePart,
+    ImagePart,
     Message,
     ModelRequest,
     ModelResponse,
+    ReasoningPart,
+    ResponseFormat,
+    TextPart,
     ToolCall,
     Usage,
 )
@@ -48,11 +55,62 @@ _STOP_REASONS = {
 }
 
 
-def _assistant_blocks(message: Message) -> list[dict[str, object]]:
-    # The API refuses empty text blocks.
-    blocks: list[dict[str, object]] = []
-    if message.text:
-        blocks.append({"type": "text", "text": message.text})
+def _unsendable(text: str) -> ModelProviderError:
+    # Not retryable: the same request fails the same way; the step fails and says why.
+    return ModelProviderError(f"anthropic request cannot be sent: {text}", provider="anthropic")
+
+
+def _source(part: ImagePart | FilePart) -> dict[str, object]:
+    if part.data is None:
+        return {"type": "url", "url": part.url}
+    return {"type": "base64", "media_type": part.media_type, "data": part.data}
+
+
+def _document(part: FilePart, where: str) -> dict[str, object]:
+    block: dict[str, object] = {"type": "document"}
+    if part.data is not None and part.media_type.startswith("text/"):
+        # The API takes plain text documents as text, and only PDFs as base64.
+        try:
+            text = part.decoded().decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise _unsendable(f"{where}: a {part.media_type} file that is not UTF-8") from exc
+        block["source"] = {"type": "text", "media_type": "text/plain", "data": text}
+    else:
+        block["source"] = _source(part)
+    if part.filename:
+        block["title"] = part.filename
+    return block
+
+
+def _block(part: ContentPart, where: str) -> dict[str, object] | None:
+    """A content part as a content block; ``None`` for one this API does not take back."""
+    if isinstance(part, TextPart):
+        # The API refuses empty text blocks.
+        return {"type": "text", "text": part.text} if part.text else None
+    if isinstance(part, ImagePart):
+        return {"type": "image", "source": _source(part)}
+    if isinstance(part, FilePart):
+        return _document(part, where)
+    if part.provider != "anthropic":
+        return None  # another vendor's reasoning: this API would refuse its signature
+    if part.redacted:
+        return {"type": "redacted_thinking", "data": part.data or ""}
+    return {"type": "thinking", "thinking": part.text, "signature": part.signature or ""}
+
+
+def _blocks(message: Message, where: str) -> list[dict[str, object]]:
+    blocks = [_block(part, where) for part in message.parts]
+    kept = [block for block in blocks if block is not None]
+    thinking = ("thinking", "redacted_thinking")
+    if message.role != "assistant" and any(block["type"] in thinking for block in kept):
+        raise _unsendable(f"{where}: only an assistant message may hold reasoning")
+    return kept
+
+
+def _assistant_blocks(message: Message, where: str) -> list[dict[str, object]]:
+    blocks = _blocks(message, where)
+    if any(block["type"] in ("image", "document") for block in blocks):
+        raise _unsendable(f"{where}: an assistant message may not hold images or files")
     blocks.extend(
         {"type": "tool_use", "id": call.id, "name": call.name, "input": call.arguments}
         for call in message.tool_calls
@@ -60,15 +118,25 @@ def _assistant_blocks(message: Message) -> list[dict[str, object]]:
     return blocks
 
 
-def _tool_result(message: Message) -> dict[str, object]:
-    block: dict[str, object] = {
-        "type": "tool_result",
-        "tool_use_id": message.tool_call_id or "",
-        "content": message.text or "",
-    }
+def _tool_result(message: Message, where: str) -> dict[str, object]:
+    block: dict[str, object] = {"type": "tool_result", "tool_use_id": message.tool_call_id or ""}
+    if isinstance(message.content, tuple):
+        # A tool may answer with images (a screenshot): the API takes text and image blocks.
+        parts = _blocks(message, where)
+        if any(part["type"] not in ("text", "image") for part in parts):
+            raise _unsendable(f"{where}: a tool result may hold only text and images")
+        block["content"] = parts
+    else:
+        block["content"] = message.text or ""
     if message.is_error:
         block["is_error"] = True
     return block
+
+
+def _user_content(message: Message, where: str) -> str | list[dict[str, object]]:
+    if message.content is None or isinstance(message.content, str):
+        return message.content or ""
+    return _blocks(message, where)
 
 
 def _wire_messages(messages: tuple[Message, ...]) -> tuple[str | None, list[dict[str, object]]]:
@@ -76,8 +144,11 @@ def _wire_messages(messages: tuple[Message, ...]) -> tuple[str | None, list[dict
     wire: list[dict[str, object]] = []
     # The user message currently collecting tool results, if the last one is such.
     results: list[dict[str, object]] | None = None
-    for message in messages:
+    for position, message in enumerate(messages):
+        where = f"messages[{position}]"
         if message.role == "system":
+            if any(not isinstance(part, TextPart) for part in message.parts):
+                raise _unsendable(f"{where}: a system message may hold text only")
             if message.text:
                 system.append(message.text)
             continue
@@ -85,19 +156,41 @@ def _wire_messages(messages: tuple[Message, ...]) -> tuple[str | None, list[dict
             if results is None:
                 results = []
                 wire.append({"role": "user", "content": results})
-            results.append(_tool_result(message))
+            results.append(_tool_result(message, where))
             continue
-        if message.role == "user" and results is not None and message.text:
-            results.append({"type": "text", "text": message.text})
+        if message.role == "user" and results is not None:
+            content = _user_content(message, where)
+            if isinstance(content, str):
+                content = [{"type": "text", "text": content}] if content else []
+            results.extend(content)
             results = None
             continue
         results = None
         if message.role == "assistant":
-            blocks = _assistant_blocks(message)
+            blocks = _assistant_blocks(message, where)
             wire.append({"role": "assistant", "content": blocks or ""})
         else:
-            wire.append({"role": "user", "content": message.text or ""})
+            wire.append({"role": "user", "content": _user_content(message, where)})
     return ("\n\n".join(system) if system else None), wire
+
+
+def _tool_choice(request: ModelRequest) -> dict[str, object] | None:
+    choice = request.tool_choice
+    if choice is None and request.response_format is not None:
+        # Structured output is a forced tool (see ``_wire_request``). With other tools
+        # offered too, the model must call some tool: one of them to work, or this one
+        # to answer.
+        choice = "required" if request.tools else request.response_format.name
+    parallel = request.parallel_tool_calls
+    if choice is None and parallel is not False:
+        return None
+    kinds = {None: "auto", "auto": "auto", "none": "none", "required": "any"}
+    wire: dict[str, object] = (
+        {"type": kinds[choice]} if choice in kinds else {"type": "tool", "name": choice}
+    )
+    if parallel is False and wire["type"] != "none":
+        wire["disable_parallel_tool_use"] = True
+    return wire
 
 
 def _wire_request(request: ModelRequest, default_max_tokens: int) -> dict[str, object]:
@@ -109,45 +202,107 @@ def _wire_request(request: ModelRequest, default_max_tokens: int) -> dict[str, o
     }
     if system is not None:
         body["system"] = system
-    if request.tools:
-        tools: list[dict[str, object]] = []
-        for tool in request.tools:
-            spec: dict[str, object] = {"name": tool.name}
-            if tool.description:
-                spec["description"] = tool.description
-            spec["input_schema"] = tool.parameters
-            tools.append(spec)
+    tools: list[dict[str, object]] = []
+    for tool in request.tools:
+        spec: dict[str, object] = {"name": tool.name}
+        if tool.description:
+            spec["description"] = tool.description
+        spec["input_schema"] = tool.parameters
+        tools.append(spec)
+    answer = request.response_format
+    if answer is not None:
+        # The answer is the input of a tool call (``_response`` turns it back into text).
+        if any(tool.name == answer.name for tool in request.tools):
+            raise _unsendable(
+                f"the response format is named {answer.name!r}, like one of the tools; "
+                "rename it (ResponseFormat(name=...))"
+            )
+        tools.append(
+            {
+                "name": answer.name,
+                "description": "Give your final answer by calling this tool.",
+                "input_schema": answer.schema_,
+            }
+        )
+    if tools:
         body["tools"] = tools
+        choice = _tool_choice(request)
+        if choice is not None:
+            body["tool_choice"] = choice
     if request.temperature is not None:
         body["temperature"] = request.temperature
+    if request.top_p is not None:
+        body["top_p"] = request.top_p
+    if request.stop:
+        body["stop_sequences"] = list(request.stop)
+    # ``seed`` is not sent: the Messages API has no seed (it stays in the call's identity).
+    # Last, so a provider-specific field (thinking, metadata, top_k) can also replace one.
+    body.update(request.extra)
     return body
+
+
+def _reasoning(block: Mapping[str, object], position: int) -> ReasoningPart:
+    if block.get("type") == "redacted_thinking":
+        data = block.get("data")
+        if not isinstance(data, str):
+            raise TypeError(f"content[{position}].data is not a string")
+        return ReasoningPart(provider="anthropic", data=data, redacted=True)
+    thinking, signature = block.get("thinking"), block.get("signature")
+    if not isinstance(thinking, str) or not isinstance(signature, str | None):
+        raise TypeError(f"content[{position}] is a thinking block without its text")
+    return ReasoningPart(provider="anthropic", text=thinking, signature=signature)
+
+
+def _read_blocks(
+    content: list[object], answer: ResponseFormat | None
+) -> tuple[list[ContentPart], list[ToolCall], bool]:
+    """The answer's parts and tool calls, and whether it called the answer tool."""
+    parts: list[ContentPart] = []
+    calls: list[ToolCall] = []
+    answered = False
+    for position, block in enumerate(content):
+        if not isinstance(block, dict):
+            raise TypeError(f"content[{position}] is not a block")
+        kind = block.get("type")
+        if kind == "text" and isinstance(block.get("text"), str):
+            if parts and isinstance(parts[-1], TextPart):
+                parts[-1] = TextPart(text=parts[-1].text + block["text"])
+            else:
+                parts.append(TextPart(text=block["text"]))
+        elif kind in ("thinking", "redacted_thinking"):
+            parts.append(_reasoning(block, position))
+        elif kind == "tool_use":
+            arguments = block.get("input", {})
+            if not isinstance(arguments, dict):
+                raise TypeError(f"content[{position}].input is not an object")
+            if answer is not None and block.get("name") == answer.name:
+                # The forced answer tool: its input is the structured answer, and any
+                # text around it was the model thinking aloud.
+                text = json.dumps(arguments, ensure_ascii=False, separators=(",", ":"))
+                parts = [part for part in parts if not isinstance(part, TextPart)]
+                parts.append(TextPart(text=text))
+                answered = True
+                continue
+            calls.append(
+                ToolCall(id=str(block.get("id")), name=str(block.get("name")), arguments=arguments)
+            )
+        # Other blocks (server tool use and its results) have no neutral form yet.
+    return parts, calls, answered
 
 
 def _response(data: dict[str, object], request: ModelRequest) -> ModelResponse:
     content = data.get("content")
     if not isinstance(content, list):
         raise TypeError("the answer has no content list")
-    texts: list[str] = []
-    calls: list[ToolCall] = []
-    for position, block in enumerate(content):
-        if not isinstance(block, dict):
-            raise TypeError(f"content[{position}] is not a block")
-        if block.get("type") == "text" and isinstance(block.get("text"), str):
-            texts.append(block["text"])
-        elif block.get("type") == "tool_use":
-            arguments = block.get("input", {})
-            if not isinstance(arguments, dict):
-                raise TypeError(f"content[{position}].input is not an object")
-            calls.append(
-                ToolCall(id=str(block.get("id")), name=str(block.get("name")), arguments=arguments)
-            )
-        # Other blocks (thinking, server tool results) have no neutral form yet.
+    parts, calls, answered = _read_blocks(content, request.response_format)
     response_id = data.get("id")
     if not isinstance(response_id, str) or not response_id:
         raise TypeError("the answer has no id")
     stop = data.get("stop_reason")
     finish_reason = _STOP_REASONS.get(str(stop), str(stop)) if stop else "stop"
-    if calls and finish_reason == "stop":
+    if answered and not calls:
+        finish_reason = "stop"  # the answer tool ends the turn: nothing is left to call
+    elif calls and finish_reason == "stop":
         finish_reason = "tool_calls"
     usage = data.get("usage")
     usage = usage if isinstance(usage, dict) else {}
@@ -159,10 +314,24 @@ def _response(data: dict[str, object], request: ModelRequest) -> ModelResponse:
     return ModelResponse(
         id=response_id,
         model=model if isinstance(model, str) and model else request.model,
-        message=Message(role="assistant", content="".join(texts) or None, tool_calls=tuple(calls)),
+        message=Message(role="assistant", content=_content(parts), tool_calls=tuple(calls)),
         finish_reason=finish_reason,
-        usage=Usage(input_tokens=input_tokens, output_tokens=int(usage.get("output_tokens") or 0)),
+        usage=Usage(
+            input_tokens=input_tokens,
+            output_tokens=int(usage.get("output_tokens") or 0),
+            cached_input_tokens=int(usage.get("cache_read_input_tokens") or 0),
+            cache_write_tokens=int(usage.get("cache_creation_input_tokens") or 0),
+        ),
     )
+
+
+def _content(parts: list[ContentPart]) -> str | tuple[ContentPart, ...] | None:
+    # Text alone keeps the plain string form that logs written before parts hold.
+    if not parts:
+        return None
+    if len(parts) == 1 and isinstance(parts[0], TextPart):
+        return parts[0].text
+    return tuple(parts)
 
 
 class AnthropicProvider:

@@ -22,9 +22,14 @@ from little_workflow.codec import sha256_digest
 from little_workflow.errors import ModelProviderError
 from little_workflow.harness.models._http import JsonPoster, Sleep, read_api_key
 from little_workflow.harness.models._messages import (
+    ContentPart,
+    FilePart,
+    ImagePart,
     Message,
     ModelRequest,
     ModelResponse,
+    ReasoningPart,
+    TextPart,
     ToolCall,
     Usage,
 )
@@ -71,7 +76,57 @@ def dump_arguments(arguments: Mapping[str, JsonValue]) -> str:
     return json.dumps(arguments, ensure_ascii=False, separators=(",", ":"))
 
 
-def _wire_message(message: Message) -> dict[str, object]:
+def _unsendable(text: str) -> ModelProviderError:
+    # Not retryable: the same request fails the same way; the step fails and says why.
+    return ModelProviderError(f"openai request cannot be sent: {text}", provider="openai")
+
+
+def _data_url(part: ImagePart | FilePart) -> str:
+    if part.data is None:
+        assert part.url is not None  # a part has one or the other
+        return part.url
+    return f"data:{part.media_type};base64,{part.data}"
+
+
+def _wire_part(part: ContentPart, where: str) -> dict[str, object] | None:
+    """A content part in Chat Completions form; ``None`` for a part this API cannot take back."""
+    if isinstance(part, TextPart):
+        return {"type": "text", "text": part.text}
+    if isinstance(part, ImagePart):
+        return {"type": "image_url", "image_url": {"url": _data_url(part)}}
+    if isinstance(part, FilePart):
+        if part.data is None:
+            raise _unsendable(
+                f"{where}: a file part with a url cannot go to the Chat Completions API, which "
+                "takes files as data only; fetch it and use FilePart.of(data, media_type)"
+            )
+        file: dict[str, object] = {"file_data": _data_url(part)}
+        if part.filename:
+            file["filename"] = part.filename
+        return {"type": "file", "file": file}
+    # Chat Completions has no field for reasoning sent back: servers that answer with
+    # ``reasoning_content`` (vLLM, DeepSeek) ask that it is not sent again.
+    return None
+
+
+def _wire_content(message: Message, where: str) -> str | list[dict[str, object]]:
+    if message.content is None or isinstance(message.content, str):
+        return message.content or ""
+    parts = [_wire_part(part, where) for part in message.content]
+    kept = [part for part in parts if part is not None]
+    if all(part["type"] == "text" for part in kept):
+        # Text alone goes as a string, which every compatible server takes.
+        return "".join(str(part["text"]) for part in kept)
+    if message.role != "user":
+        raise _unsendable(
+            f"{where}: only a user message may hold images or files on the Chat Completions "
+            f"API, not a {message.role} message"
+        )
+    return kept
+
+
+def _wire_message(message: Message, position: int) -> dict[str, object]:
+    where = f"messages[{position}]"
     if message.role == "tool":
         # The wire has no error flag for a tool result: the harness puts the error text
         # in ``content``, which is what the model reads either way.
@@ -93,13 +148,21 @@ def _wire_message(message: Message) -> dict[str, object]:
                 for call in message.tool_calls
             ],
         }
-    return {"role": message.role, "content": message.text or ""}
+    return {"role": message.role, "content": _wire_content(message, where)}
+
+
+def _tool_choice(choice: str) -> object:
+    if choice in ("auto", "none", "required"):
+        return choice
+    return {"type": "function", "function": {"name": choice}}
 
 
 def _wire_request(request: ModelRequest, max_tokens_param: str) -> dict[str, object]:
     body: dict[str, object] = {
         "model": request.model,
-        "messages": [_wire_message(message) for message in request.messages],
+        "messages": [
+            _wire_message(message, position) for position, message in enumerate(request.messages)
+        ],
     }
     if request.tools:
         tools: list[dict[str, object]] = []
@@ -114,6 +177,25 @@ def _wire_request(request: ModelRequest, max_tokens_param: str) -> dict[str, obj
         body["temperature"] = request.temperature
     if request.max_tokens is not None:
         body[max_tokens_param] = request.max_tokens
+    if request.top_p is not None:
+        body["top_p"] = request.top_p
+    if request.stop:
+        body["stop"] = list(request.stop)
+    if request.seed is not None:
+        body["seed"] = request.seed
+    if request.tool_choice is not None:
+        body["tool_choice"] = _tool_choice(request.tool_choice)
+    # OpenAI refuses parallel_tool_calls on a request without tools.
+    if request.parallel_tool_calls is not None and request.tools:
+        body["parallel_tool_calls"] = request.parallel_tool_calls
+    if request.response_format is not None:
+        answer = request.response_format
+        body["response_format"] = {
+            "type": "json_schema",
+            "json_schema": {"name": answer.name, "schema": answer.schema_, "strict": answer.strict},
+        }
+    # Last, so a provider-specific field can also replace one set above.
+    body.update(request.extra)
     return body
 
 
@@ -124,6 +206,25 @@ def _text(content: object) -> str | None:
         parts = [p.get("text") for p in content if isinstance(p, dict)]
         return "".join(p for p in parts if isinstance(p, str)) or None
     raise TypeError(f"content is a {type(content).__name__}")
+
+
+def _content(wire: Mapping[str, object]) -> str | tuple[ContentPart, ...] | None:
+    """The answer's content: its text, after its reasoning when the server sent some.
+
+    vLLM, DeepSeek and llama.cpp send the reasoning as ``reasoning_content``; Ollama and
+    OpenRouter as ``reasoning``. Kept as a ``ReasoningPart`` (for the record and for
+    whoever reads it); an answer without reasoning keeps the plain string form.
+    """
+    text = _text(wire.get("content"))
+    reasoning = wire.get("reasoning_content")
+    if not isinstance(reasoning, str):
+        reasoning = wire.get("reasoning")
+    if not isinstance(reasoning, str) or not reasoning:
+        return text
+    parts: list[ContentPart] = [ReasoningPart(provider="openai", text=reasoning)]
+    if text:
+        parts.append(TextPart(text=text))
+    return tuple(parts)
 
 
 def _tool_calls(raw: object, response_id: str) -> tuple[ToolCall, ...]:
@@ -172,13 +273,25 @@ def _response(data: dict[str, object], request: ModelRequest) -> ModelResponse:
     return ModelResponse(
         id=response_id,
         model=model if isinstance(model, str) and model else request.model,
-        message=Message(role="assistant", content=_text(wire.get("content")), tool_calls=calls),
+        message=Message(role="assistant", content=_content(wire), tool_calls=calls),
         finish_reason=finish_reason,
         usage=Usage(
             input_tokens=int(usage.get("prompt_tokens") or 0),
             output_tokens=int(usage.get("completion_tokens") or 0),
+            cached_input_tokens=_detail(usage, "prompt_tokens_details", "cached_tokens"),
+            reasoning_tokens=_detail(usage, "completion_tokens_details", "reasoning_tokens"),
         ),
     )
+
+
+def _detail(usage: Mapping[str, object], group: str, field: str) -> int:
+    """A count inside one of the usage's detail objects; 0 where the server sent none.
+
+    Local servers (Ollama, llama.cpp) leave the details out or send ``null``.
+    """
+    details = usage.get(group)
+    value = details.get(field) if isinstance(details, dict) else None
+    return int(value) if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 class OpenAICompatibleProvider:
