@@ -121,6 +121,7 @@ __all__ = [
     "MissingExtraError",
     "ModelProviderError",
     "NonDeterminismError",
+    "OutputValidationError",
     "PayloadTooLargeError",
     "PlannerError",
     "Problem",
@@ -770,6 +771,21 @@ class PlannerError(LittleWorkflowError):
     """A planner session ended without a valid workflow (its turns ran out)."""
 
     code = "planner_gave_up"
+
+
+class OutputValidationError(LittleWorkflowError):
+    """An agent asked for structured output gave no answer matching its schema.
+
+    ``tries`` is how many answers were refused (0 when its turns ran out first, each
+    spent on tool calls). Every try was a committed model call: a resumed run does not
+    pay for them again.
+    """
+
+    code = "output_invalid"
+
+    def __init__(self, message: str, *, tries: int) -> None:
+        super().__init__(message)
+        self.tries = tries
 
 
 class SupervisorError(LittleWorkflowError):

@@ -100,6 +100,7 @@ def test_public_names_are_pinned() -> None:
         "Decision",
         "StepFailedError",
         "NonDeterminismError",
+        "OutputValidationError",
         "RunInfo",
         "RunResult",
         "RunState",

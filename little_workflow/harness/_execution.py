@@ -211,6 +211,7 @@ class GraphRun:
             # cost grow with the square of the conversation.
             if not built:
                 temperature = step.temperature if step.temperature is not None else slot.temperature
+                options = slot.options if step.options is None else step.options.over(slot.options)
                 built.append(
                     ModelRequest(
                         model=slot.model,
@@ -220,6 +221,13 @@ class GraphRun:
                         max_tokens=step.max_tokens
                         if step.max_tokens is not None
                         else slot.max_tokens,
+                        top_p=options.top_p,
+                        stop=options.stop,
+                        seed=options.seed,
+                        tool_choice=options.tool_choice,
+                        parallel_tool_calls=options.parallel_tool_calls,
+                        response_format=step.response_format,
+                        extra=options.extra,
                     )
                 )
             return built[0]

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from little_workflow.codec import JsonValue, sha256_digest
 from little_workflow.errors import ConfigError
+from little_workflow.harness.models import ModelOptions, ResponseFormat
 from little_workflow.lwir import BranchSegment
 from little_workflow.platform import SubprocessAdapter, reference_of, resolve_reference
 from little_workflow.platform._threads import call_user
@@ -104,16 +105,26 @@ class CallModel:
     tools: tuple[str, ...] | None = None
     temperature: float | None = None
     max_tokens: int | None = None
+    #: Options over the slot's (``ModelOptions.over``).
+    options: ModelOptions | None = None
+    #: Structured output: the answer must be JSON matching this schema.
+    response_format: ResponseFormat | None = None
     kind: str = field(default="model", init=False)
 
     def config(self) -> dict[str, JsonValue]:
         """Slot, tools and sampling settings."""
-        return {
+        config: dict[str, JsonValue] = {
             "slot": self.slot,
             "tools": None if self.tools is None else list(self.tools),
             "temperature": self.temperature,
             "maxTokens": self.max_tokens,
         }
+        # Added only when set: the identity of a step recorded before they existed holds.
+        if self.options is not None and self.options.identity():
+            config["options"] = self.options.identity()
+        if self.response_format is not None:
+            config["responseFormat"] = self.response_format.model_dump(mode="json", by_alias=True)
+        return config
 
     def run(self, graph: GraphRun, path: str) -> Awaitable[JsonValue]:
         """Make (or replay) the call; append the answer to the item log."""
@@ -324,6 +335,8 @@ def call_model(
     tools: Sequence[str] | None = None,
     temperature: float | None = None,
     max_tokens: int | None = None,
+    options: ModelOptions | None = None,
+    response_format: ResponseFormat | None = None,
 ) -> CallModel:
     """A ``call_model`` step."""
     return CallModel(
@@ -332,6 +345,8 @@ def call_model(
         tools=None if tools is None else tuple(tools),
         temperature=temperature,
         max_tokens=max_tokens,
+        options=options,
+        response_format=response_format,
     )
 
 

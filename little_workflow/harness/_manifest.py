@@ -48,17 +48,22 @@ def build_manifest(
     model_slot_id: str,
     tools: Mapping[str, str],
     available_workflows: Sequence[tuple[str, str]] = (),
+    model_options: Mapping[str, JsonValue] | None = None,
 ) -> dict[str, JsonValue]:
     """The manifest of a session with ``role`` (``worker``, ``orchestrator``, ``planner``, ...).
 
     ``tools`` maps tool names to schema hashes (in the order they are offered);
-    ``available_workflows`` lists ``(name, definition hash)`` for an orchestrator.
+    ``available_workflows`` lists ``(name, definition hash)`` for an orchestrator;
+    ``model_options`` the slot's request options that are set (``ModelOptions.identity``),
+    recorded only when there are some, so a manifest from before them is unchanged.
     """
     manifest: dict[str, JsonValue] = {
         "role": role,
         f"{role}ModelSlotId": model_slot_id,
         "tools": [{"name": name, "schemaHash": digest} for name, digest in tools.items()],
     }
+    if model_options:
+        manifest[f"{role}ModelOptions"] = dict(model_options)
     if role == "orchestrator":
         manifest["availableWorkflows"] = [
             {"name": name, "definitionHash": digest} for name, digest in available_workflows

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from little_workflow.errors import ConfigError
-from little_workflow.harness.models import ModelProvider
+from little_workflow.harness.models import ModelOptions, ModelProvider
 
 __all__ = ["ModelSlot", "resolve_slot"]
 
@@ -16,13 +16,17 @@ class ModelSlot:
     """A provider, the model name it serves, and default sampling settings.
 
     ``model`` is the slot's id in capability manifests: a run started with one model in
-    a slot refuses to resume with another (``CapabilityDriftError``).
+    a slot refuses to resume with another (``CapabilityDriftError``). ``options`` (top_p,
+    stop, seed, tool choice, parallel tool calls, provider-specific ``extra``) are the
+    defaults of every call through the slot; set ones are recorded in the manifest too,
+    so changing them is drift, not a silent replay of answers they did not produce.
     """
 
     provider: ModelProvider
     model: str
     temperature: float | None = None
     max_tokens: int | None = None
+    options: ModelOptions = field(default_factory=ModelOptions)
 
     @property
     def slot_id(self) -> str:

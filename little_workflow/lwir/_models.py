@@ -394,6 +394,11 @@ class AgentStep(_ActionStep):
     workflows: tuple[StrictStr, ...] = ()
     max_turns: StrictInt = Field(default=8, ge=1, le=MAX_TURNS)
     output: Literal["text", "json"] = "text"
+    #: Structured output: the answer must be JSON matching this schema (the provider's
+    #: native mode is asked for it; an answer that does not match is sent back with what
+    #: is wrong, at most ``outputTries`` answers in all). The output is the JSON value.
+    output_schema: dict[str, JsonValue] | None = None
+    output_tries: StrictInt = Field(default=3, ge=1, le=MAX_TURNS)
     #: Offer the model an ``ask_user`` tool: its call parks the run as a wait for the event
     #: ``ask_user:<step path>`` (docs/waits.md), whose payload is the answer (a string).
     ask_user: StrictBool = False
@@ -432,6 +437,10 @@ class AgentStep(_ActionStep):
             raise ValueError("only an orchestrator has workflows to start; set role: orchestrator")
         if self.ask_user_timeout is not None and not self.ask_user:
             raise ValueError("askUserTimeout needs askUser: true")
+        if self.output_schema is not None:
+            if self.role == "planner":
+                raise ValueError("a planner answers with a workflow: it takes no outputSchema")
+            check_json_schema(self.output_schema)
         return self
 
     def template_values(self) -> list[tuple[str, JsonValue]]:

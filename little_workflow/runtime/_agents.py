@@ -28,6 +28,7 @@ from little_workflow.codec import JsonValue
 from little_workflow.errors import ConfigError, InvalidValueError, StorageError, ToolArgumentsError
 from little_workflow.events import HarnessSessionCompleted, HarnessSessionStarted
 from little_workflow.harness._manifest import drift_error, manifest_hash
+from little_workflow.harness.models import ResponseFormat
 from little_workflow.ids import new_id
 from little_workflow.lwir import AgentStep, DecisionStep, FixerPolicy, StepBase
 from little_workflow.runtime._ask_user import ask_user_hook, ask_user_tool
@@ -299,6 +300,19 @@ def _orchestrator_hook(
     return start, ToolHook(prepare=prepare, run=run)
 
 
+def output_format(step: AgentStep) -> ResponseFormat | None:
+    """The structured output an agent step asks for, named after its schema's title.
+
+    Not strict: OpenAI's strict mode refuses most schemas as people write them (every
+    property required, no additional ones); the answer is validated here either way.
+    """
+    if step.output_schema is None:
+        return None
+    title = step.output_schema.get("title")
+    name = re.sub(r"[^A-Za-z0-9_-]", "_", title)[:64] if isinstance(title, str) and title else ""
+    return ResponseFormat(name=name or "answer", schema_=step.output_schema, strict=False)
+
+
 async def run_agent_step(
     session: SessionRun,
     step: AgentStep,
@@ -342,7 +356,13 @@ async def run_agent_step(
             ],
             hooks={name: pair[1] for name, pair in built_in.items()},
         )
-    graph: GraphStep = agent(slot=step.slot, tools=tools, max_turns=step.max_turns)
+    graph: GraphStep = agent(
+        slot=step.slot,
+        tools=tools,
+        max_turns=step.max_turns,
+        output=output_format(step),
+        output_tries=step.output_tries,
+    )
     if step.role == "planner":
         instructions = planner_instructions(session.host, instructions)
         graph = planner_graph(step.slot, tools, step.max_turns)
@@ -358,7 +378,7 @@ async def run_agent_step(
             graph=graph,
             toolset=toolset,
         )
-        if step.output == "json" and step.role != "planner":
+        if step.output == "json" and step.role != "planner" and step.output_schema is None:
             return parse_json_answer(answer, f"agent {path!r}")
         return answer
 

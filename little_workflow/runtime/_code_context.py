@@ -17,33 +17,33 @@ import uuid
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Literal, ParamSpec, Protocol, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Literal, ParamSpec, TypeVar, overload
 
 from pydantic import BaseModel, ValidationError
 
 from little_workflow.codec import JsonValue, to_json_value
 from little_workflow.errors import ConfigError, InvalidValueError
 from little_workflow.lwir import (
-    AgentStep,
-    DecisionAgent,
-    DecisionStep,
     FixerPolicy,
     RetryPolicy,
-    StepPath,
     ToolStep,
-    Workflow,
+)
+from little_workflow.runtime._code_agents import (
+    AgentOutput,
+    agent_step,
+    as_instance,
+    child_workflows,
+    decision_step,
 )
 from little_workflow.runtime._code_api import (
-    StepSpec,
-    WorkflowSpec,
     checked_name,
     step_spec,
     workflow_spec,
 )
+from little_workflow.runtime._code_driver import Driver
 from little_workflow.runtime._code_places import branch_keys
 from little_workflow.runtime._code_scope import CallScope
 from little_workflow.runtime._code_waits import code_wait, payload, seconds_of, wait_schema
-from little_workflow.runtime._core import DurableRun, Site
 
 if TYPE_CHECKING:
     from little_workflow.harness._tools import Tool
@@ -57,100 +57,6 @@ V = TypeVar("V", float, str)
 M = TypeVar("M", bound=BaseModel)
 
 _HERE = "little_workflow"
-
-
-class Driver(Protocol):
-    """What a context drives: one pass of a run (``_code_run.CodeRun``)."""
-
-    @property
-    def run_id(self) -> str:
-        """The run's id."""
-        ...
-
-    def site(
-        self,
-        name: str,
-        qualified: str,
-        scope: CallScope,
-        *,
-        map_path: StepPath | None = None,
-        key: str = "",
-        max_visits: int | None = None,
-    ) -> Site:
-        """Claim the next call position of ``scope`` and the call's path."""
-        ...
-
-    def branches(
-        self,
-        site: Site,
-        name: str,
-        body: Callable[[WorkflowContext, Any], Awaitable[Any]],
-        branches: list[tuple[str, Any]],
-        concurrency: int,
-    ) -> Awaitable[list[Any]]:
-        """Run ``body`` in a branch of its own per item; the results, in order."""
-        ...
-
-    def call(
-        self,
-        site: Site,
-        spec: StepSpec,
-        function: Callable[..., Any],
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
-    ) -> Awaitable[Any]:
-        """A step call's result."""
-        ...
-
-    def map(
-        self,
-        site: Site,
-        spec: StepSpec,
-        function: Callable[..., Any],
-        branches: list[tuple[Site, Any]],
-        concurrency: int,
-    ) -> Awaitable[list[Any]]:
-        """A map's results."""
-        ...
-
-    def sub_run(
-        self,
-        site: Site,
-        name: str,
-        child: WorkflowSpec,
-        function: Callable[..., Any],
-        input: object,
-    ) -> Awaitable[JsonValue]:
-        """A sub-run's output."""
-        ...
-
-    def tool(self, site: Site, step: ToolStep, side_effect: bool) -> Awaitable[JsonValue]:
-        """A registered tool's result, called as a step."""
-        ...
-
-    def plan(self, site: Site, goal_workflow: Workflow, input: JsonValue) -> Awaitable[JsonValue]:
-        """A planned workflow's output (``Runtime.run_goal``'s workflow, as a sub-run)."""
-        ...
-
-    def value(self, site: Site, name: str, make: Callable[[], JsonValue]) -> Awaitable[JsonValue]:
-        """A recorded value."""
-        ...
-
-    def decide(self, site: Site, step: DecisionStep) -> Awaitable[tuple[str, JsonValue]]:
-        """An agent decision's route and output."""
-        ...
-
-    @property
-    def run(self) -> DurableRun:
-        """The core of the pass (waits use it: ``_code_waits``)."""
-        ...
-
-    def agent(
-        self, site: Site, step: AgentStep, workflows: Sequence[tuple[WorkflowSpec, Any]] = ()
-    ) -> Awaitable[JsonValue]:
-        """An agent session's answer; an orchestrator's when ``workflows`` (spec, body) are
-        given."""
-        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -373,14 +279,16 @@ class WorkflowContext:
         site = self._driver.site(checked_name(name, "plan"), f"{_HERE}:plan/{slot}", self._scope)
         return self._driver.plan(site, workflow, {"goal": goal, "data": data})
 
+    @overload
     def agent(
         self,
         slot: str,
         *,
         prompt: str,
+        output: type[M],
         tools: Sequence[str | Callable[..., Any]] = (),
         instructions: str | None = None,
-        output: Literal["text", "json"] = "text",
+        output_tries: int = 3,
         max_turns: int = 8,
         retry: RetryPolicy | None = None,
         name: str | None = None,
@@ -388,9 +296,53 @@ class WorkflowContext:
         workflows: Sequence[Callable[..., Coroutine[Any, Any, Any]]] = (),
         ask_user: bool = False,
         ask_user_timeout: timedelta | float | None = None,
-    ) -> Awaitable[JsonValue]:
+    ) -> Awaitable[M]: ...
+
+    @overload
+    def agent(
+        self,
+        slot: str,
+        *,
+        prompt: str,
+        tools: Sequence[str | Callable[..., Any]] = (),
+        instructions: str | None = None,
+        output: Literal["text", "json"] | Mapping[str, Any] = "text",
+        output_tries: int = 3,
+        max_turns: int = 8,
+        retry: RetryPolicy | None = None,
+        name: str | None = None,
+        max_visits: int | None = None,
+        workflows: Sequence[Callable[..., Coroutine[Any, Any, Any]]] = (),
+        ask_user: bool = False,
+        ask_user_timeout: timedelta | float | None = None,
+    ) -> Awaitable[JsonValue]: ...
+
+    def agent(
+        self,
+        slot: str,
+        *,
+        prompt: str,
+        tools: Sequence[str | Callable[..., Any]] = (),
+        instructions: str | None = None,
+        output: AgentOutput = "text",
+        output_tries: int = 3,
+        max_turns: int = 8,
+        retry: RetryPolicy | None = None,
+        name: str | None = None,
+        max_visits: int | None = None,
+        workflows: Sequence[Callable[..., Coroutine[Any, Any, Any]]] = (),
+        ask_user: bool = False,
+        ask_user_timeout: timedelta | float | None = None,
+    ) -> Awaitable[Any]:
         """Run an agent on model slot ``slot`` with ``tools`` (registered tools, by name or
         as the callables registered); its answer: text, or the JSON it holds.
+
+        ``output`` may also be a JSON Schema (a dict) or a pydantic model class:
+        structured output. The provider's native mode is asked for it, an answer that
+        does not match is sent back with what is wrong (at most ``output_tries`` answers
+        in all, each a committed call), and the answer is the JSON value, or an instance
+        of the model. ``OutputValidationError`` (in a ``StepFailedError``) when no try
+        matched.
 
         Layer C: every model and tool call is committed, and replayed on resume. The
         agent's path is ``name`` (default: the slot's name); ``max_visits`` as ``@step``'s.
@@ -399,43 +351,27 @@ class WorkflowContext:
         by its name, as a sub-run whose id is recorded before it starts. ``ask_user=True``
         offers the model ``ask_user``: its question parks the run (docs/waits.md).
         """
-        wait = seconds_of(ask_user_timeout, f"ctx.agent({slot!r}) ask_user_timeout")
-        children: list[tuple[WorkflowSpec, Any]] = []
-        for body in workflows:
-            child = workflow_spec(body)
-            if child is None:
-                named = getattr(body, "__qualname__", body)
-                raise ConfigError(f"ctx.agent({slot!r}) workflows: {named!r} is not a @workflow")
-            if any(known.name == child.name for known, _ in children):
-                raise ConfigError(
-                    f"ctx.agent({slot!r}): two of its workflows are named {child.name!r}"
-                )
-            children.append((child, body))
-        names = tuple(
-            tool if isinstance(tool, str) else str(getattr(tool, "name", None) or tool.__name__)
-            for tool in tools
-        )
+        children = child_workflows(slot, workflows)
         step_name = name or slot
-        try:
-            step = AgentStep(
-                id=step_name,
-                slot=slot,
-                prompt=prompt,
-                tools=names,
-                instructions=instructions,
-                output=output,
-                max_turns=max_turns,
-                retry=retry or RetryPolicy(),
-                role="orchestrator" if children else "worker",
-                ask_user=ask_user,
-                ask_user_timeout=None if wait is None else f"{wait:.3f}s",
-            )
-        except ValidationError as exc:
-            raise InvalidValueError(f"ctx.agent({slot!r}): {exc}") from exc
+        step, model = agent_step(
+            step_name,
+            slot,
+            prompt=prompt,
+            tools=tools,
+            instructions=instructions,
+            output=output,
+            output_tries=output_tries,
+            max_turns=max_turns,
+            retry=retry,
+            orchestrator=bool(children),
+            ask_user=ask_user,
+            ask_user_timeout=ask_user_timeout,
+        )
         site = self._driver.site(
             step_name, f"{_HERE}:agent/{slot}", self._scope, max_visits=max_visits
         )
-        return self._driver.agent(site, step, children)
+        answer = self._driver.agent(site, step, children)
+        return answer if model is None else as_instance(model, answer, site.text)
 
     def decide(
         self,
@@ -458,26 +394,17 @@ class WorkflowContext:
         route not in ``routes`` fails the step (``unknown_route``). Its path is ``name``
         (default: the slot's name); ``max_visits`` as ``@step``'s.
         """
-        names = tuple(
-            tool if isinstance(tool, str) else str(getattr(tool, "name", None) or tool.__name__)
-            for tool in tools
-        )
         step_name = name or slot
-        try:
-            step = DecisionStep(
-                id=step_name,
-                agent=DecisionAgent(
-                    slot=slot,
-                    instructions=instructions,
-                    prompt=prompt,
-                    tools=names,
-                    max_turns=max_turns,
-                ),
-                routes={route: route for route in routes},
-                retry=retry or RetryPolicy(),
-            )
-        except ValidationError as exc:
-            raise InvalidValueError(f"ctx.decide({slot!r}): {exc}") from exc
+        step = decision_step(
+            step_name,
+            slot,
+            prompt=prompt,
+            routes=routes,
+            instructions=instructions,
+            tools=tools,
+            max_turns=max_turns,
+            retry=retry,
+        )
         site = self._driver.site(
             step_name, f"{_HERE}:decide/{slot}", self._scope, max_visits=max_visits
         )

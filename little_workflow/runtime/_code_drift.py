@@ -160,6 +160,7 @@ def _manifest_now(host: RunHost, session: SessionRecord) -> dict[str, JsonValue]
     return build_manifest(
         role=session.role,
         model_slot_id=slot.slot_id if slot is not None else _MISSING,
+        model_options=slot.options.identity() if slot is not None else None,
         tools=hashes,
         available_workflows=workflows,
     )

@@ -10,11 +10,11 @@ which are replayed; only model and tool calls are recorded.
 from __future__ import annotations
 
 import json
-import re
 from typing import TYPE_CHECKING, Any
 
 from little_workflow.codec import JsonValue
 from little_workflow.errors import InvalidValueError, LwirError, PlannerError
+from little_workflow.harness._agent import parse_json_answer
 from little_workflow.harness._context import Context, Item, run_append_pipeline
 from little_workflow.harness._graph import (
     GraphStep,
@@ -45,23 +45,6 @@ __all__ = [
     "planner_graph",
     "planner_instructions",
 ]
-
-
-def parse_json_answer(answer: Any, who: str) -> JsonValue:
-    """A model's answer read as JSON (a ```json fence is allowed); ``InvalidValueError`` if not."""
-    if not isinstance(answer, str):
-        raise InvalidValueError(f"{who} gave no answer to read as JSON")
-    text = answer.strip()
-    fenced = re.fullmatch(r"```(?:json)?\s*(.*?)\s*```", text, re.DOTALL)
-    if fenced is not None:
-        text = fenced.group(1)
-    try:
-        value: JsonValue = json.loads(text)
-    except ValueError as exc:
-        raise InvalidValueError(
-            f"{who} was asked for JSON but answered {answer[:200]!r}: {exc}"
-        ) from exc
-    return value
 
 
 PLANNER_PREAMBLE = """\

@@ -218,6 +218,7 @@ def session_manifest(
     return build_manifest(
         role=role,
         model_slot_id=slot.slot_id if slot is not None else "(missing)",
+        model_options=slot.options.identity() if slot is not None else None,
         tools=hashes,
         available_workflows=list(workflows.items()),
     )

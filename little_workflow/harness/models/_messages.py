@@ -43,6 +43,7 @@ __all__ = [
     "ImagePart",
     "Message",
     "ModelDelta",
+    "ModelOptions",
     "ModelRequest",
     "ModelResponse",
     "ReasoningPart",
@@ -242,6 +243,35 @@ class ResponseFormat(_Model):
     strict: bool = True
 
 
+class ModelOptions(_Model):
+    """Request options a slot or a model step sets, beyond temperature and max tokens.
+
+    ``ModelSlot(options=...)`` gives a slot's defaults; a step's own options replace them
+    field by field (``over``). ``None`` (or an empty ``stop``/``extra``) leaves a field to
+    the provider's default, and out of the wire request.
+    """
+
+    top_p: float | None = None
+    stop: tuple[str, ...] = ()
+    seed: int | None = None
+    tool_choice: ToolChoice | None = None
+    parallel_tool_calls: bool | None = None
+    extra: dict[str, JsonValue] = Field(default_factory=dict)
+
+    def over(self, base: ModelOptions) -> ModelOptions:
+        """These options over ``base``: each field set here wins; ``extra`` is merged."""
+        fields: dict[str, Any] = {
+            name: getattr(self, name) if name in self.model_fields_set else getattr(base, name)
+            for name in ("top_p", "stop", "seed", "tool_choice", "parallel_tool_calls")
+        }
+        return ModelOptions(**fields, extra={**base.extra, **self.extra})
+
+    def identity(self) -> dict[str, JsonValue]:
+        """The options that are set, as JSON (what a step's identity or a manifest holds)."""
+        data: dict[str, JsonValue] = self.model_dump(mode="json", by_alias=True)
+        return _drop_defaults(self, data, _OPTION_DEFAULTS)
+
+
 class ModelRequest(_Model):
     """One call to a model: the provider's model name, the conversation, the tools, options.
 
@@ -322,6 +352,9 @@ _REQUEST_OPTION_DEFAULTS: dict[str, object] = {
     "parallel_tool_calls": None,
     "response_format": None,
     "extra": {},
+}
+_OPTION_DEFAULTS: dict[str, object] = {
+    name: default for name, default in _REQUEST_OPTION_DEFAULTS.items() if name != "response_format"
 }
 _USAGE_DETAIL_DEFAULTS: dict[str, object] = {
     "cached_input_tokens": 0,
