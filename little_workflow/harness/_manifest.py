@@ -86,6 +86,10 @@ class Change:
     note: str | None = None
 
 
+def _given(value: object) -> object:
+    return "(absent)" if value is _ABSENT else value
+
+
 def _shown(value: object) -> str:
     if value is _ABSENT:
         return "(absent)"
@@ -182,6 +186,8 @@ def drift_error(
         "\n".join(lines),
         run_id=run_id,
         scope=role,
-        changes=[(change.path, change.old, change.new) for change in changes],
+        # A field one side lacks is "(absent)" there, as the message shows it: the
+        # sentinel object is this module's, not something a caller can compare with.
+        changes=[(change.path, _given(change.old), _given(change.new)) for change in changes],
         fork_at=None if fork is None else fork[1],
     )

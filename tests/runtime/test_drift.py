@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import shutil
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,7 @@ from little_workflow.errors import CapabilityDriftError
 from little_workflow.events import RunStatus
 from little_workflow.harness._slots import ModelSlot
 from little_workflow.harness._tools import Tool, tool
-from little_workflow.harness.models import ModelRequest, scripted
+from little_workflow.harness.models import ModelOptions, ModelRequest, scripted
 from little_workflow.lwir import definition_hash, load_workflow
 from little_workflow.runtime import CRASH_EXIT_CODE, Runtime
 from little_workflow.runtime._state import unfinished_sub_runs
@@ -55,9 +56,18 @@ class Config:
         tools: Sequence[str] = ("lookup", "score", "check"),
         lookup: Tool[..., Any] | None = None,
         workflows: bool = True,
+        worker_options: ModelOptions | None = None,
     ) -> None:
-        self.provider = scripted(script)
+        self.requests: list[ModelRequest] = []
+
+        def answer(request: ModelRequest) -> Any:
+            self.requests.append(request)
+            return script(request)
+
+        self.provider = scripted(answer)
         self.slots = slots(self.provider, worker=worker, orchestrator=orchestrator)
+        if worker_options is not None:
+            self.slots["worker"] = replace(self.slots["worker"], options=worker_options)
         if drop_slot is not None:
             del self.slots[drop_slot]
         self.tools = Tools()
@@ -155,6 +165,38 @@ async def test_a_changed_worker_model_is_drift(tmp_path: Path) -> None:
 
     restored = await resumes(data_dir, "Ada scores 70")
     assert restored.calls == (1, 1)  # turn 2 and the score call that was cut
+
+
+async def test_changed_slot_options_are_drift(tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    await crash_in_session(data_dir, worker_workflow())
+
+    error = await refused(data_dir, Config(worker_options=ModelOptions(seed=7, top_p=0.5)))
+    assert error.changes == [("workerModelOptions", "(absent)", {"topP": 0.5, "seed": 7})]
+    assert error.message == drift_message(
+        "worker", '- workerModelOptions: (absent) → {"seed": 7, "topP": 0.5}'
+    )
+    await resumes(data_dir, "Ada scores 70")
+
+
+async def test_a_slots_options_reach_every_call_and_survive_a_resume(tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    options = ModelOptions(seed=7, stop=("END",), extra={"service_tier": "flex"})
+    config = Config(worker_options=options)
+    config.tools.crash_at = "score"
+    async with config.runtime(data_dir) as rt:
+        with pytest.raises(Crash):
+            await rt.run(worker_workflow(), ADA, run_id=RUN)
+    # Started with the options, resumed with the same: no drift, and every call had them.
+    again = Config(worker_options=options)
+    async with again.runtime(data_dir) as rt:
+        result = await rt.resume(RUN)
+    assert result.output == "Ada scores 70"
+    requests = config.requests + again.requests
+    assert len(requests) == 3
+    assert {(r.seed, r.stop, r.extra.get("service_tier")) for r in requests} == {
+        (7, ("END",), "flex")
+    }
 
 
 async def test_a_removed_worker_slot_is_drift(tmp_path: Path) -> None:
