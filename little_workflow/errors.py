@@ -54,6 +54,7 @@ errors (``sqlite3``, ``psycopg``, ``OSError``) are translated at the boundary wi
     ├── ToolCallError                        tool_call_failed (a tool raised; told to the model)
     ├── RecordedFailure                      recorded_failure (a recorded failure, replayed)
     ├── PlannerError                         planner_gave_up (no valid workflow in its turns)
+    ├── OutputValidationError                output_invalid (no answer matched the output schema)
     ├── SupervisorError                      supervise_failed (supervise() raised)
     ├── AwaitingAnswerError                  awaiting_answer (suspended on an ask-user prompt)
     ├── RunWaitingError                      run_waiting (the run waits for an event or a timer)

@@ -6,8 +6,9 @@ SIGKILLs it there, and resumes the run in a fresh process. The resumed output mu
 an uncrashed run's, and the calls counted outside the processes (model calls, tool
 calls, step functions: ``tests.runtime.kill_flows``) must show that nothing the log had
 committed ran again. The points: a session's scratch directory and memory entries
-written before the kill; a model-driven decision's route; a fixer's decision; a looping
-step inside a map branch (``review-candidates[cand_123].worker.visit[1]``).
+written before the kill; a model-driven decision's route; a fixer's decision;
+structured-output tries; a looping step inside a map branch
+(``review-candidates[cand_123].worker.visit[1]``).
 """
 
 from __future__ import annotations
@@ -217,6 +218,22 @@ def test_a_model_decision_s_route_is_replayed_after_a_sigkill(tmp_path: Path) ->
     ]
     assert [key for kind, key in killed.after() if kind == "step"] == ["write.visit[1]"]
     assert killed.output == killed.reference == {"draft": "draft v1", "verdict": "accept"}
+    killed.assert_nothing_committed_ran_again()
+
+
+def test_structured_output_tries_are_replayed_after_a_sigkill(tmp_path: Path) -> None:
+    # Killed in the third try: the two refused answers (and the refusals sent back) were
+    # committed; the resume pays for the third try only, and gets the uncrashed answer.
+    killed = kill_and_resume(tmp_path, "structured.yaml", "city#2")
+    asked = "city-model:'Capital_of_Norway?'"
+    assert [key for kind, key in killed.before() if kind == "model"] == [
+        f"{asked}:0",
+        f"{asked}:1",
+        f"{asked}:2",
+    ]
+    assert [key for kind, key in killed.after() if kind == "model"] == [f"{asked}:2"]
+    assert len(killed.committed("harness.model.responded")) == 2
+    assert killed.output == killed.reference == {"city": "Oslo", "population": 709000}
     killed.assert_nothing_committed_ran_again()
 
 

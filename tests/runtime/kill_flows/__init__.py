@@ -9,6 +9,8 @@ re-issued after a kill gets the answer the killed process got), and the tools:
   answers ``seen <what peek read>``.
 * ``judge`` (model ``judge-model``): ``revise`` for ``Judge: draft v0``, ``accept`` after.
 * ``fixer`` (model ``fixer-model``): corrects ``b: 0`` to ``b: 2``.
+* ``city`` (model ``city-model``, structured output): not JSON, then JSON missing a
+  field, then the city; held in its third try under ``LW_KILL_HOLD=city#2``.
 
 Everything that runs (model calls included) appends ``<kind> <key> <pid>`` to the file
 ``LW_KILL_CALLS`` names, so a test counts calls outside the processes it kills.
@@ -22,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+from collections.abc import Awaitable
 from pathlib import Path
 from typing import Any
 
@@ -145,9 +148,19 @@ def _answer(request: ModelRequest, turn: int) -> ScriptReply:
     raise AssertionError(f"no script for model {request.model!r}")
 
 
-def _respond(request: ModelRequest) -> ScriptReply:
+_CITY = ["Oslo, I think.", '{"city": "Oslo"}', '{"city": "Oslo", "population": 709000}']
+
+
+async def _city(turn: int) -> ScriptReply:
+    await hold(f"city#{turn}")
+    return _CITY[min(turn, 2)]
+
+
+def _respond(request: ModelRequest) -> ScriptReply | Awaitable[ScriptReply]:
     turn = sum(1 for message in request.messages if message.role == "assistant")
     record("model", f"{request.model}:{_first_user(request)[:40]!r}:{turn}".replace(" ", "_"))
+    if request.model == "city-model":
+        return _city(turn)
     return _answer(request, turn)
 
 
@@ -157,7 +170,7 @@ def setup() -> RuntimeSetup:
     return RuntimeSetup(
         model_slots={
             name: ModelSlot(provider=provider, model=f"{name}-model")
-            for name in ("notes", "judge", "fixer")
+            for name in ("notes", "judge", "fixer", "city")
         },
         tools=[jot, peek],
     )
