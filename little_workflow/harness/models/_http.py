@@ -1,7 +1,8 @@
 """HTTP plumbing shared by the OpenAI-compatible and Anthropic providers.
 
-One JSON ``POST`` with retries: exponential backoff on 408/409/429/5xx and on a failed
-or dropped connection, honouring ``Retry-After`` (and OpenAI's ``retry-after-ms``) and
+One JSON ``POST`` with retries (``post``; ``stream`` for an answer sent as server-sent
+events, retried only until its first event): exponential backoff on 408/409/429/5xx and
+on a failed or dropped connection, honouring ``Retry-After`` (and OpenAI's ``retry-after-ms``) and
 the ``x-should-retry`` header both vendors send. The sleep is injectable, so tests
 check the backoff without waiting.
 
@@ -23,11 +24,12 @@ import logging
 import math
 import os
 import time
-from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, NamedTuple, TypeVar
 
-from little_workflow.errors import ConfigError, ModelProviderError
+from little_workflow.errors import ConfigError, ModelProviderError, shown
 from little_workflow.harness.models._pause import released
+from little_workflow.harness.models._sse import DEFAULT_MAX_EVENT_BYTES, SseEvent, iter_sse
 
 if TYPE_CHECKING:
     import httpx
@@ -120,6 +122,25 @@ def _hint(status: int, key_env: str | None, has_key: bool) -> str:
     return _HINTS.get(status, "")
 
 
+class _Refused(Exception):
+    """An attempt's answer failed: the error to raise, and the wait the server asked for."""
+
+    def __init__(self, failure: ModelProviderError, wait: float | None) -> None:
+        super().__init__(failure.message)
+        self.failure = failure
+        self.wait = wait
+
+
+class _Opened(NamedTuple):
+    """A stream that answered 2xx with an event stream, and its first event (if any)."""
+
+    response: httpx.Response
+    events: AsyncGenerator[SseEvent, None]
+    first: SseEvent | None
+
+
+_T = TypeVar("_T")
+
 _HINTS = {
     404: "; check the base URL and the model name",
     429: "; the provider is rate limiting: slow down, or raise the limit",
@@ -192,20 +213,34 @@ class JsonPoster:
     def _backoff_for(self, retry: int) -> float:
         return float(min(self._max_backoff, self._backoff * 2**retry))
 
-    async def post(self, body: Mapping[str, object]) -> dict[str, object]:
-        """The JSON object the server answered; ``ModelProviderError`` once retries are spent."""
+    def _client_for_call(self) -> httpx.AsyncClient:
         # Imported here: httpx (and the CLI libraries it pulls in) would add tens of
         # milliseconds to every ``import little_workflow``, most of which never call a model.
         import httpx
 
         if self._client is None:
             self._client = httpx.AsyncClient(timeout=httpx.Timeout(self._timeout))
-        content = json.dumps(body, ensure_ascii=False, allow_nan=False).encode("utf-8")
+        return self._client
+
+    def _refused(self, response: httpx.Response) -> _Refused:
+        return _Refused(
+            self._http_error(response), _retry_after(response.headers, self._max_backoff)
+        )
+
+    async def _with_retries(self, attempt: Callable[[httpx.AsyncClient], Awaitable[_T]]) -> _T:
+        """``attempt``'s result, called again after a backoff while its failure is retryable.
+
+        ``attempt`` raises ``_Refused`` for an answer that failed (maybe retryably); a
+        transport error is retried as such; any other error ends the call at once.
+        """
+        import httpx
+
+        client = self._client_for_call()
         attempts = self.max_retries + 1
-        for attempt in range(attempts):
+        for attempt_index in range(attempts):
             wait: float | None = None
             try:
-                response = await self._client.post(self.url, content=content, headers=self._headers)
+                return await attempt(client)
             except (httpx.UnsupportedProtocol, httpx.InvalidURL) as exc:
                 raise self._error(
                     f"the URL is not usable: {exc}", status=None, retryable=False
@@ -214,40 +249,139 @@ class JsonPoster:
                 # A timeout or a dropped connection: the server may never have seen the
                 # request, or may have answered into the void; either way, asking again
                 # is what the caller would do.
-                failure = self._error(
-                    f"{type(exc).__name__}: {str(exc) or 'connection failed'}",
-                    status=None,
-                    retryable=True,
-                )
+                failure = self._transport_error(exc)
                 cause: BaseException | None = exc
-            else:
-                if response.is_success:
-                    return self._parse(response)
-                failure = self._http_error(response)
+            except _Refused as refused:
+                failure, wait = refused.failure, refused.wait
                 cause = None
-                wait = _retry_after(response.headers, self._max_backoff)
-            if not failure.retryable or attempt == attempts - 1:
-                if attempt:
+            if not failure.retryable or attempt_index == attempts - 1:
+                if attempt_index:
                     failure = ModelProviderError(
-                        f"{failure.message} (gave up after {attempt + 1} attempts)",
+                        f"{failure.message} (gave up after {attempt_index + 1} attempts)",
                         provider=failure.provider,
                         status=failure.status,
                         retryable=failure.retryable,
                     )
                 raise failure from cause
             if wait is None:
-                wait = self._backoff_for(attempt)
+                wait = self._backoff_for(attempt_index)
             logger.warning(
                 "%s; retrying in %.2fs (attempt %d of %d)",
                 failure.message,
                 wait,
-                attempt + 2,
+                attempt_index + 2,
                 attempts,
             )
             # A limited slot's permit is given back while sleeping (``_pause.py``).
             async with released():
                 await self._sleep(wait)
         raise AssertionError("unreachable: the last attempt returns or raises")
+
+    def _transport_error(self, exc: Exception) -> ModelProviderError:
+        return self._error(
+            f"{type(exc).__name__}: {str(exc) or 'connection failed'}",
+            status=None,
+            retryable=True,
+        )
+
+    def _content(self, body: Mapping[str, object]) -> bytes:
+        return json.dumps(body, ensure_ascii=False, allow_nan=False).encode("utf-8")
+
+    async def post(self, body: Mapping[str, object]) -> dict[str, object]:
+        """The JSON object the server answered; ``ModelProviderError`` once retries are spent."""
+        content = self._content(body)
+
+        async def attempt(client: httpx.AsyncClient) -> dict[str, object]:
+            response = await client.post(self.url, content=content, headers=self._headers)
+            if not response.is_success:
+                raise self._refused(response)
+            return self._parse(response)
+
+        return await self._with_retries(attempt)
+
+    async def stream(
+        self, body: Mapping[str, object], *, max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES
+    ) -> AsyncGenerator[SseEvent, None]:
+        """The server-sent events the server answers ``body`` with, each as it arrives.
+
+        Retried like ``post``, but only until the first event is yielded: after that the
+        caller has seen part of the answer, so a failure raises a retryable
+        ``ModelProviderError`` saying how many events came before the cut, and asking
+        again is the caller's decision. The connection is closed when the stream ends,
+        fails, or is closed early: iterate it inside ``contextlib.aclosing`` so that a
+        ``break`` closes it at once rather than when the generator is collected.
+        """
+        import httpx
+
+        content = self._content(body)
+        headers = {**self._headers, "accept": "text/event-stream"}
+
+        async def attempt(client: httpx.AsyncClient) -> _Opened:
+            request = client.build_request("POST", self.url, content=content, headers=headers)
+            response = await client.send(request, stream=True)
+            events: AsyncGenerator[SseEvent, None] | None = None
+            try:
+                if not response.is_success:
+                    await response.aread()
+                    raise self._refused(response)
+                media_type = response.headers.get("content-type", "").partition(";")[0].strip()
+                if media_type.lower() != "text/event-stream":
+                    raise self._error(
+                        f"HTTP {response.status_code} answered a streaming request with "
+                        f"content-type {shown(media_type) if media_type else 'none'}, "
+                        "not text/event-stream",
+                        status=response.status_code,
+                        retryable=False,
+                    )
+                events = iter_sse(
+                    response.aiter_bytes(),
+                    max_event_bytes=max_event_bytes,
+                    provider=self.provider,
+                    strict=True,
+                )
+                try:
+                    first = await anext(events, None)
+                except ModelProviderError as exc:
+                    # Nothing was yielded yet, so even a cut is still safe to retry.
+                    raise _Refused(self._stream_error(exc, 0), None) from exc
+            except BaseException:
+                if events is not None:
+                    await events.aclose()
+                await response.aclose()
+                raise
+            return _Opened(response, events, first)
+
+        opened = await self._with_retries(attempt)
+        count = 0
+        try:
+            if opened.first is None:
+                return
+            yield opened.first
+            count = 1
+            try:
+                async for event in opened.events:
+                    yield event
+                    count += 1
+            except httpx.TransportError as exc:
+                raise self._error(
+                    f"the stream was cut after {count} events: "
+                    f"{type(exc).__name__}: {str(exc) or 'connection lost'}",
+                    status=opened.response.status_code,
+                    retryable=True,
+                ) from exc
+            except ModelProviderError as exc:
+                raise self._stream_error(exc, count) from exc
+        finally:
+            await opened.events.aclose()
+            await opened.response.aclose()
+
+    def _stream_error(self, exc: ModelProviderError, count: int) -> ModelProviderError:
+        # The parser's errors are retryable when the stream ended inside an event (a cut)
+        # and not when an event outgrew its bound (the same answer would do it again).
+        what = "the stream was cut" if exc.retryable else "the stream failed"
+        return self._error(
+            f"{what} after {count} events: {exc.message}", status=None, retryable=exc.retryable
+        )
 
     def _parse(self, response: httpx.Response) -> dict[str, object]:
         try:
