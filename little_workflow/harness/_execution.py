@@ -221,13 +221,9 @@ class GraphRun:
                         max_tokens=step.max_tokens
                         if step.max_tokens is not None
                         else slot.max_tokens,
-                        top_p=options.top_p,
-                        stop=options.stop,
-                        seed=options.seed,
-                        tool_choice=options.tool_choice,
-                        parallel_tool_calls=options.parallel_tool_calls,
                         response_format=step.response_format,
-                        extra=options.extra,
+                        # A request has every option field, under the same name.
+                        **dict(options),
                     )
                 )
             return built[0]

@@ -262,7 +262,8 @@ class ModelOptions(_Model):
         """These options over ``base``: each field set here wins; ``extra`` is merged."""
         fields: dict[str, Any] = {
             name: getattr(self, name) if name in self.model_fields_set else getattr(base, name)
-            for name in ("top_p", "stop", "seed", "tool_choice", "parallel_tool_calls")
+            for name in type(self).model_fields
+            if name != "extra"
         }
         return ModelOptions(**fields, extra={**base.extra, **self.extra})
 
