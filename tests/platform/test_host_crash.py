@@ -27,6 +27,7 @@ from little_workflow.platform import ProcessIdentity, is_alive, process_start_ti
 from little_workflow.platform.ipc import DurableClient, ReconnectPolicy
 from little_workflow.storage import create_in_memory_storage
 from tests.platform.crash_host import TOKEN
+from tests.processes import finish
 
 REPO = Path(__file__).resolve().parents[2]
 COUNT = 1200
@@ -107,7 +108,7 @@ async def test_a_host_crash_loses_and_repeats_no_frame(tmp_path: Path, transport
                     break
         assert second is not None
         found = await _report(second)
-        out, err = second.communicate(timeout=60)
+        out, err = finish(second, timeout=60)
         assert second.returncode == 0, f"second host failed {where}:\n{err}"
     finally:
         await client.close()

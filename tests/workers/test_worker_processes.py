@@ -25,6 +25,7 @@ import pytest
 
 from little_workflow.events import StepCompleted
 from little_workflow.runtime import Runtime
+from tests.processes import finish
 from tests.workers.support import REPO, held_by, wait_for, worker_command
 
 pytestmark = [pytest.mark.postgres, pytest.mark.timeout(240)]
@@ -163,7 +164,7 @@ def test_a_worker_stopped_while_it_starts_exits_cleanly(postgres_url: str, tmp_p
     assert first.startswith(b"worker: starting"), first
     # Now it imports the runtime and opens the store: well before any claim.
     process.send_signal(signal.SIGTERM)
-    _, rest = process.communicate(timeout=30)
+    _, rest = finish(process, timeout=30)
     stderr = first + rest
     assert process.returncode == 0, stderr.decode()
     assert "worker w_early stopped" in stderr.decode()
