@@ -566,8 +566,11 @@ class ModelProviderError(LittleWorkflowError):
     """A model call failed: the transport, an HTTP status, or an answer that is not valid.
 
     ``status`` is the HTTP status when there was one; ``retryable`` says whether the same
-    request may succeed later (429, 5xx, a dropped connection). Messages never contain
-    the API key.
+    request may succeed later (429, 5xx, a dropped connection). ``rate_limited`` says the
+    provider refused for the rate of calls (HTTP 429 or a ``rate_limit_error`` body, but
+    not a spent quota, which waiting does not cure), as opposed to a failure of the call;
+    ``retry_after`` is the wait in seconds the provider asked for (``Retry-After`` or
+    ``retry-after-ms``), as asked, when it asked. Messages never contain the API key.
     """
 
     code = "model_provider_error"
@@ -579,11 +582,15 @@ class ModelProviderError(LittleWorkflowError):
         provider: str,
         status: int | None = None,
         retryable: bool = False,
+        rate_limited: bool = False,
+        retry_after: float | None = None,
     ) -> None:
         super().__init__(message)
         self.provider = provider
         self.status = status
         self.retryable = retryable
+        self.rate_limited = rate_limited
+        self.retry_after = retry_after
 
 
 class CapabilityDriftError(LittleWorkflowError):

@@ -323,6 +323,30 @@ class ModelProviderConformance:
         await opened.provider.complete(_request())
         assert opened.sleeps == [7.0]
 
+    async def test_a_rate_limit_is_told_apart_with_the_wait_asked(
+        self, open_provider: OpenProvider
+    ) -> None:
+        opened = await open_provider(["never"], max_retries=0)
+        server = _server(opened)
+        server.fail_next(1, status=429, retry_after=120)
+        with pytest.raises(ModelProviderError) as caught:
+            await opened.provider.complete(_request())
+        failure = caught.value
+        assert (failure.status, failure.retryable, failure.rate_limited) == (429, True, True)
+        # As the server asked, though a retry would sleep no longer than max_backoff.
+        assert failure.retry_after == 120.0
+
+    async def test_giving_up_on_rate_limits_keeps_what_they_said(
+        self, open_provider: OpenProvider
+    ) -> None:
+        opened = await open_provider(["never"], max_retries=1)
+        server = _server(opened)
+        server.fail_next(2, status=429, retry_after=3)
+        with pytest.raises(ModelProviderError, match="gave up after 2 attempts") as caught:
+            await opened.provider.complete(_request())
+        assert (caught.value.rate_limited, caught.value.retry_after) == (True, 3.0)
+        assert opened.sleeps == [3.0]
+
     async def test_server_errors_exhaust_retries(self, open_provider: OpenProvider) -> None:
         opened = await open_provider(["never"], max_retries=2)
         server = _server(opened)
@@ -330,6 +354,7 @@ class ModelProviderConformance:
         with pytest.raises(ModelProviderError) as caught:
             await opened.provider.complete(_request())
         assert (caught.value.status, caught.value.retryable) == (503, True)
+        assert (caught.value.rate_limited, caught.value.retry_after) == (False, None)
         assert "upstream unavailable" in caught.value.message
         assert len(server.requests) == 3
         assert len(opened.sleeps) == 2

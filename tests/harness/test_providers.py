@@ -709,3 +709,47 @@ async def test_usage_set_by_a_script_comes_back_neutral(wire: str) -> None:
         finally:
             await provider.aclose()
     assert response.usage.model_dump() == usage
+
+
+async def test_a_spent_quota_is_neither_retried_nor_a_rate_limit() -> None:
+    # OpenAI answers a spent quota with 429 too; waiting does not cure it.
+    answer = httpx.Response(
+        429,
+        json={
+            "error": {
+                "message": "You exceeded your current quota.",
+                "type": "insufficient_quota",
+                "code": "insufficient_quota",
+            }
+        },
+    )
+    seen: list[httpx.Request] = []
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return answer
+
+    sleeps = Sleeps()
+    async with httpx.AsyncClient(transport=httpx.MockTransport(handle)) as client:
+        provider = OpenAICompatibleProvider(
+            "http://x.local/v1", client=client, environ={}, sleep=sleeps
+        )
+        with pytest.raises(ModelProviderError, match="quota is spent") as caught:
+            await provider.complete(CONVERSATION)
+    failure = caught.value
+    assert (failure.status, failure.retryable, failure.rate_limited) == (429, False, False)
+    assert (len(seen), sleeps.calls) == (1, [])
+
+
+async def test_an_overloaded_anthropic_is_retried_but_not_a_rate_limit(
+    server: FakeModelServer,
+) -> None:
+    server.fail_next(1, status=529)
+    provider = anthropic(server, max_retries=0)
+    try:
+        with pytest.raises(ModelProviderError, match="HTTP 529") as caught:
+            await provider.complete(CONVERSATION)
+    finally:
+        await provider.aclose()
+    failure = caught.value
+    assert (failure.status, failure.retryable, failure.rate_limited) == (529, True, False)

@@ -86,8 +86,8 @@ def _reason(response: httpx.Response, secret: str | None) -> str:
     return _shorten(text, secret) if text else response.reason_phrase or "no reason given"
 
 
-def _retry_after(headers: httpx.Headers, max_wait: float) -> float | None:
-    """The wait the server asked for, in seconds, capped at ``max_wait``; ``None`` if none."""
+def _retry_after(headers: httpx.Headers) -> float | None:
+    """The wait the server asked for, in seconds (not negative); ``None`` if none."""
     wait: float | None = None
     milliseconds = headers.get("retry-after-ms")
     if milliseconds is not None:
@@ -107,10 +107,28 @@ def _retry_after(headers: httpx.Headers, max_wait: float) -> float | None:
             wait = when.timestamp() - time.time()
     if wait is None or not math.isfinite(wait):
         return None
-    return min(max(wait, 0.0), max_wait)
+    return max(wait, 0.0)
 
 
-def _hint(status: int, key_env: str | None, has_key: bool) -> str:
+def _error_kind(response: httpx.Response) -> str | None:
+    """``error.type`` or ``error.code`` of an error body, in either vendor's shape."""
+    try:
+        data = response.json()
+    except (ValueError, UnicodeDecodeError):
+        return None
+    error = data.get("error") if isinstance(data, dict) else None
+    if not isinstance(error, dict):
+        return None
+    for field in ("code", "type"):
+        kind = error.get(field)
+        if isinstance(kind, str) and kind in _KINDS:
+            return kind
+    return None
+
+
+def _hint(status: int, kind: str | None, key_env: str | None, has_key: bool) -> str:
+    if kind == "insufficient_quota":
+        return "; the account's quota is spent: waiting will not help, check its billing"
     if status in (401, 403):
         if key_env and has_key:
             return f"; check the API key in the environment variable {key_env}"
@@ -140,6 +158,12 @@ class _Opened(NamedTuple):
 
 
 _T = TypeVar("_T")
+
+#: Error kinds that decide how a refusal is classified: Anthropic's rate-limit type
+#: (also sent inside a stream, with no 429 to go by) and OpenAI's spent quota, which
+#: comes as a 429 but is not cured by waiting.
+_RATE_LIMIT_KINDS = frozenset({"rate_limit_error", "rate_limit_exceeded"})
+_KINDS = _RATE_LIMIT_KINDS | {"insufficient_quota"}
 
 _HINTS = {
     404: "; check the base URL and the model name",
@@ -187,27 +211,43 @@ class JsonPoster:
     def __repr__(self) -> str:
         return f"JsonPoster(provider={self.provider!r}, url={self.url!r})"
 
-    def _error(self, text: str, *, status: int | None, retryable: bool) -> ModelProviderError:
+    def _error(
+        self,
+        text: str,
+        *,
+        status: int | None,
+        retryable: bool,
+        rate_limited: bool = False,
+        retry_after: float | None = None,
+    ) -> ModelProviderError:
         message = f"{self.provider} model call to {self.url} failed: {text}"
         return ModelProviderError(
             redact(message, self._secret),
             provider=self.provider,
             status=status,
             retryable=retryable,
+            rate_limited=rate_limited,
+            retry_after=retry_after,
         )
 
     def _http_error(self, response: httpx.Response) -> ModelProviderError:
         status = response.status_code
-        retryable = status in _RETRYABLE_STATUSES or status >= 500
+        kind = _error_kind(response)
+        rate_limited = (status == 429 and kind != "insufficient_quota") or kind in _RATE_LIMIT_KINDS
+        retryable = (
+            status in _RETRYABLE_STATUSES or status >= 500
+        ) and kind != "insufficient_quota"
         # Both vendors send x-should-retry to override the status-based rule.
         override = response.headers.get("x-should-retry", "").lower()
         if override in ("true", "false"):
             retryable = override == "true"
-        hint = _hint(status, self._key_env, self._secret is not None)
+        hint = _hint(status, kind, self._key_env, self._secret is not None)
         return self._error(
             f"HTTP {status}: {_reason(response, self._secret)}{hint}",
             status=status,
             retryable=retryable,
+            rate_limited=rate_limited,
+            retry_after=_retry_after(response.headers),
         )
 
     def _backoff_for(self, retry: int) -> float:
@@ -223,9 +263,9 @@ class JsonPoster:
         return self._client
 
     def _refused(self, response: httpx.Response) -> _Refused:
-        return _Refused(
-            self._http_error(response), _retry_after(response.headers, self._max_backoff)
-        )
+        failure = self._http_error(response)
+        wait = None if failure.retry_after is None else min(failure.retry_after, self._max_backoff)
+        return _Refused(failure, wait)
 
     async def _with_retries(self, attempt: Callable[[httpx.AsyncClient], Awaitable[_T]]) -> _T:
         """``attempt``'s result, called again after a backoff while its failure is retryable.
@@ -261,6 +301,8 @@ class JsonPoster:
                         provider=failure.provider,
                         status=failure.status,
                         retryable=failure.retryable,
+                        rate_limited=failure.rate_limited,
+                        retry_after=failure.retry_after,
                     )
                 raise failure from cause
             if wait is None:
