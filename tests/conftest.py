@@ -3,11 +3,15 @@
 PostgreSQL tests use a uniquely named schema that is dropped afterwards. With no server
 answering they skip with a one-line reason, unless LITTLE_WORKFLOW_REQUIRE_POSTGRES=1
 (set by .ci/run), which turns that skip into a failure.
+
+The suite's processes start with the signal dispositions a terminal gives (see
+``pytest_configure``), whatever the shell that started pytest did.
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,6 +22,24 @@ POSTGRES_URL = os.environ.get(
     "LITTLE_WORKFLOW_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
 )
 REQUIRE_POSTGRES = os.environ.get("LITTLE_WORKFLOW_REQUIRE_POSTGRES") == "1"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Undo an ignored SIGINT or SIGTERM inherited from whatever started pytest.
+
+    A shell without job control starts a background command (``pytest &``, a CI runner's
+    step) with SIGINT ignored, and an ignored signal stays ignored across ``exec``: every
+    CLI process a test starts would ignore the Ctrl-C the test sends it (Python keeps
+    an ignored SIGINT ignored, as a program started with ``nohup`` expects). The tests of
+    what Ctrl-C does need the disposition a user's terminal gives.
+    """
+    del config
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    if signal.getsignal(signal.SIGTERM) == signal.SIG_IGN:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
+
 
 _postgres_error: str | None = None
 _postgres_checked = False
