@@ -127,8 +127,10 @@ if TYPE_CHECKING:
     from little_workflow.platform.ipc import create_durable_outbound_queue
     from little_workflow.runtime import (
         Decision,
+        DeltaStream,
         Happened,
         ReplayResult,
+        RunDelta,
         RunResult,
         RunState,
         Runtime,
@@ -269,8 +271,10 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "little_workflow.platform.ipc": ("create_durable_outbound_queue",),
     "little_workflow.runtime": (
         "Decision",
+        "DeltaStream",
         "Happened",
         "ReplayResult",
+        "RunDelta",
         "RunResult",
         "RunState",
         "Runtime",
@@ -324,6 +328,7 @@ __all__ = [
     "DataDirPermissionsError",
     "Decision",
     "DecisionStep",
+    "DeltaStream",
     "EventLog",
     "EventPayloadError",
     "EventRefusedError",
@@ -372,6 +377,7 @@ __all__ = [
     "ReplayResult",
     "RestoreContextOptions",
     "RetryPolicy",
+    "RunDelta",
     "RunFailedError",
     "RunInfo",
     "RunInputError",

@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from little_workflow._deltas import DELTA_ROUTE
 from little_workflow._failures import error_code, error_message, is_interruption
 from little_workflow.codec import JsonValue, check_json_value
 from little_workflow.durable._recorder import (
@@ -53,6 +54,7 @@ from little_workflow.harness._redaction import has_redacted_arguments
 from little_workflow.harness._slots import resolve_slot
 from little_workflow.harness._spawning import AGENT_RUNNER, dispatch, spawn_metadata, step_handle_id
 from little_workflow.harness.models import Message, ModelRequest, ModelResponse
+from little_workflow.harness.models import call_model as ask_provider
 from little_workflow.platform import InProcessAdapter, SpawnSpec, reference_of
 from little_workflow.platform._threads import call_user
 
@@ -234,7 +236,9 @@ class GraphRun:
             return {"slot": step.slot, "request": request().model_dump(mode="json", by_alias=True)}
 
         async def compute(_: Mapping[str, JsonValue]) -> JsonValue:
-            response = await slot.provider.complete(request())
+            route = DELTA_ROUTE.get()
+            on_delta = None if route is None else route.sink(path, step.slot)
+            response = await ask_provider(slot.provider, request(), on_delta)
             value: JsonValue = response.model_dump(mode="json", by_alias=True)
             return value
 

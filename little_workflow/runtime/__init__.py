@@ -6,6 +6,7 @@ run's events into its ``RunState`` (the one reading of a log that the CLI and UI
 
 from __future__ import annotations
 
+from little_workflow._deltas import DeltaStream, RunDelta
 from little_workflow.durable._side_effects import Happened, SideEffect, side_effect
 from little_workflow.runtime._code_api import step, workflow
 from little_workflow.runtime._code_context import Decision, WorkflowContext
@@ -40,6 +41,7 @@ __all__ = [
     "CycleRecord",
     "DataDir",
     "Decision",
+    "DeltaStream",
     "Done",
     "GcReport",
     "Happened",
@@ -47,6 +49,7 @@ __all__ = [
     "OuterLoopManifest",
     "OuterLoopOutcome",
     "ReplayResult",
+    "RunDelta",
     "RunResult",
     "RunState",
     "Runtime",

@@ -34,6 +34,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, NoReturn, Protocol
 
+from little_workflow._deltas import DELTA_ROUTE, DeltaRoute
 from little_workflow._failures import error_message, error_names, is_interruption
 from little_workflow._secrets import FAMILY_SECRETS
 from little_workflow.codec import JsonValue, check_json_value, dumps, to_json_value
@@ -244,10 +245,18 @@ class DurableRun:
             )
         finally:
             self.writer.discard()
+            self.host.delta_hub.ended(self.run_id)
 
     async def _finish(self, body: Callable[[], Awaitable[JsonValue]]) -> JsonValue:
-        # In the walk's own task: the sub-runs it starts share this run's secrets.
+        # In the walk's own task: the sub-runs it starts share this run's secrets, and
+        # their model calls stream to this run's watchers too.
         FAMILY_SECRETS.set(self.writer.secrets)
+        parent = DELTA_ROUTE.get()
+        DELTA_ROUTE.set(
+            parent.child(self.run_id)
+            if parent is not None and parent.hub is self.host.delta_hub
+            else DeltaRoute(self.host.delta_hub, (self.run_id,))
+        )
         try:
             output = await body()
         except StepFailure as failure:

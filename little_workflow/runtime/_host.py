@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Protocol
 
+from little_workflow._deltas import DeltaHub
 from little_workflow.artifacts import ArtifactStore
 from little_workflow.codec import JsonValue
 from little_workflow.memory import MemoryStore
@@ -117,6 +118,11 @@ class CoreHost(Protocol):
     @property
     def sleep(self) -> Callable[[float], Awaitable[None]]:
         """How to wait out a retry's backoff."""
+        ...
+
+    @property
+    def delta_hub(self) -> DeltaHub:
+        """Who watches this process's runs' model answers stream in (``_deltas``)."""
         ...
 
 

@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, Self
 
+from little_workflow._deltas import DeltaHub
 from little_workflow.artifacts import ArtifactStore
 from little_workflow.errors import ConfigError
 from little_workflow.lwir import Workflow
@@ -82,6 +83,8 @@ class RunResources:
         self.on_code_drift: Literal["accept", "refuse"] = on_code_drift
         #: Where sync user code runs while this runtime drives a run.
         self.sync_threads = SyncThreads(sync_threads)
+        #: The watchers of model answers streaming in (``Runtime.deltas``).
+        self.delta_hub = DeltaHub()
         self.max_payload_bytes = max_payload_bytes
         self.inline_payload_bytes = inline_payload_bytes
         self._events: PayloadLog | None = None

@@ -20,6 +20,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
+from little_workflow._deltas import DEFAULT_BUFFER, DeltaStream
 from little_workflow.codec import JsonValue, dumps
 from little_workflow.errors import ConfigError
 from little_workflow.events import RunStatus
@@ -162,6 +163,13 @@ class Runtime(RunResources):
             return await self.launcher().start_or_continue(
                 LwirProgram(self, version, self), run_input, run_id, outer_loop=outer_loop
             )
+
+    def deltas(self, run_id: str | None = None, *, buffer: int = DEFAULT_BUFFER) -> DeltaStream:
+        """``run_id``'s model answers (its sub-runs' too; every run's if ``None``) as they
+        stream in, from now until this process's pass of the run ends (docs/models.md)."""
+        return self.delta_hub.subscribe(
+            None if run_id is None else validate_id(run_id, what="run id"), buffer=buffer
+        )
 
     async def _prepare(
         self, workflow: Workflow | str | os.PathLike[str], input: object

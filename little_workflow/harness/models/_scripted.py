@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import json
+import re
 import threading
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Literal, TypeAlias, overload
@@ -25,8 +27,10 @@ from little_workflow.codec import sha256_digest
 from little_workflow.errors import ConfigError, ModelProviderError
 from little_workflow.harness.models._messages import (
     Message,
+    ModelDelta,
     ModelRequest,
     ModelResponse,
+    ReasoningPart,
     Usage,
 )
 
@@ -273,8 +277,43 @@ class ScriptedProvider:
             await self._sleep(self.delay)
         return await self.script.respond(request)
 
+    async def stream(
+        self, request: ModelRequest, on_delta: Callable[[ModelDelta], Awaitable[None]]
+    ) -> ModelResponse:
+        """``complete``'s answer, handed to ``on_delta`` first as a model streams it.
+
+        Reasoning, then the text a few words at a time, then each tool call's name and
+        arguments; the pieces of each kind join to the answer's.
+        """
+        response = await self.complete(request)
+        message = response.message
+        if isinstance(message.content, tuple):
+            for part in message.content:
+                if isinstance(part, ReasoningPart) and part.text:
+                    for piece in _pieces(part.text):
+                        await on_delta(ModelDelta(kind="reasoning", text=piece))
+        for piece in _pieces(message.text or ""):
+            await on_delta(ModelDelta(kind="text", text=piece))
+        for index, call in enumerate(message.tool_calls):
+            await on_delta(
+                ModelDelta(
+                    kind="tool_call",
+                    index=index,
+                    tool_call_id=call.id,
+                    name=call.name,
+                    text=json.dumps(call.arguments, ensure_ascii=False),
+                )
+            )
+        return response
+
     async def aclose(self) -> None:
         """Nothing to release."""
+
+
+def _pieces(text: str, words: int = 3) -> list[str]:
+    """``text`` in pieces of a few words each (with their spacing), joining to ``text``."""
+    tokens = re.findall(r"\S+\s*|\s+", text)
+    return ["".join(tokens[i : i + words]) for i in range(0, len(tokens), words)]
 
 
 # Helpers for a script written as a function of the request (``scripted(answer)``): what
