@@ -165,11 +165,9 @@ class Runtime(RunResources):
             )
 
     def deltas(self, run_id: str | None = None, *, buffer: int = DEFAULT_BUFFER) -> DeltaStream:
-        """``run_id``'s model answers (its sub-runs' too; every run's if ``None``) as they
-        stream in, from now until this process's pass of the run ends (docs/models.md)."""
-        return self.delta_hub.subscribe(
-            None if run_id is None else validate_id(run_id, what="run id"), buffer=buffer
-        )
+        """``run_id``'s (or every run's) model answers as they stream in (docs/models.md)."""
+        checked = None if run_id is None else validate_id(run_id, what="run id")
+        return self.delta_hub.subscribe(checked, buffer=buffer)
 
     async def _prepare(
         self, workflow: Workflow | str | os.PathLike[str], input: object
