@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import datetime
 import json
 import os
 import re
@@ -67,6 +68,8 @@ __all__ = ["FakeModelServer", "RecordedRequest", "main"]
 Wire = Literal["openai", "anthropic"]
 
 _ANTHROPIC_VERSION = re.compile(r"\d{4}-\d{2}-\d{2}")
+#: The first version of the Messages API; SDK releases move to later dates.
+_FIRST_ANTHROPIC_VERSION = datetime.date(2023, 6, 1)
 
 _ROUTES: dict[str, Wire] = {
     "/v1/chat/completions": "openai",
@@ -173,6 +176,47 @@ class _Handler(BaseHTTPRequestHandler):
         """Quiet: the server records requests instead of logging them."""
 
 
+def _presented_credential(wire: Wire, headers: Mapping[str, str]) -> tuple[str, str] | str:
+    """The credential a request presents, as (what it is, the key); or why it has none."""
+    authorization = headers.get("authorization", "")
+    scheme, _, token = authorization.partition(" ")
+    bearer = token.strip() if scheme.lower() == "bearer" else None
+    if wire == "openai":
+        if not authorization:
+            return (
+                "You didn't provide an API key. You need to provide your API key in an "
+                "Authorization header using Bearer auth (i.e. Authorization: Bearer YOUR_KEY)."
+            )
+        return "API key", authorization if bearer is None else bearer
+    if headers.get("x-api-key"):
+        return "x-api-key", headers["x-api-key"]
+    if not authorization:
+        return "x-api-key header is required"
+    # The official SDK sends ``Authorization: Bearer`` for ``api_key=`` as well as for
+    # ``auth_token=``; the real API takes either header.
+    if bearer is None:
+        return "invalid authorization header: expected the Bearer scheme"
+    return "bearer token", bearer
+
+
+def _anthropic_version_error(version: str | None) -> str | None:
+    """Why the ``anthropic-version`` header is refused; ``None`` for a dated version."""
+    if not version:
+        return "anthropic-version: header is required"
+    try:
+        dated = (
+            datetime.date.fromisoformat(version) if _ANTHROPIC_VERSION.fullmatch(version) else None
+        )
+    except ValueError:  # 2023-13-40: the form of a date, but none
+        dated = None
+    if dated is None or dated < _FIRST_ANTHROPIC_VERSION:
+        return (
+            f"anthropic-version: {version[:40]!r} is not a valid version "
+            f"(a date, {_FIRST_ANTHROPIC_VERSION.isoformat()} or later)"
+        )
+    return None
+
+
 def _send(
     handler: BaseHTTPRequestHandler,
     status: int,
@@ -192,10 +236,13 @@ def _send(
 class FakeModelServer:
     """A real HTTP server on 127.0.0.1 answering both wire formats from a ``Script``.
 
-    ``api_key``, when set, must arrive as ``Authorization: Bearer`` (OpenAI routes) or
-    ``x-api-key`` or ``Authorization: Bearer`` (Anthropic routes, which also take any
-    ``anthropic-version`` of the form YYYY-MM-DD); ``echo_credentials`` makes a refusal quote the
-    credential it received, as some careless servers do, to test that clients redact it.
+    ``api_key``, when set, must arrive as ``Authorization: Bearer`` (OpenAI routes) or as
+    ``x-api-key`` or ``Authorization: Bearer`` (Anthropic routes, as the real API takes
+    both; ``x-api-key`` is checked when both come). Anthropic routes also need an
+    ``anthropic-version`` that is a date, 2023-06-01 or later. A refusal names the
+    credential that was wrong and shows it masked (``sk-***1234``);
+    ``echo_credentials`` makes it quote the credential whole, as some careless servers
+    do, to test that clients redact it.
     ``delay`` seconds pass (really) before each answer: for tests that kill a client
     while a call is in flight. ``count_file`` gets one JSON line per request, written
     when the request arrives, before any answer.
@@ -350,27 +397,16 @@ class FakeModelServer:
     def _credential_error(self, wire: Wire, headers: Mapping[str, str]) -> str | None:
         if self.api_key is None:
             return None
-        if wire == "openai":
-            given = headers.get("authorization", "")
-            if not given:
-                return (
-                    "You didn't provide an API key. You need to provide your API key in an "
-                    "Authorization header using Bearer auth (i.e. Authorization: Bearer YOUR_KEY)."
-                )
-            key = given.removeprefix("Bearer ")
-        else:
-            # The official SDK sends ``Authorization: Bearer`` when given ``auth_token=``.
-            key = headers.get("x-api-key", "") or headers.get("authorization", "").removeprefix(
-                "Bearer "
-            )
-            if not key:
-                return "x-api-key header is required"
+        presented = _presented_credential(wire, headers)
+        if isinstance(presented, str):
+            return presented
+        credential, key = presented
         if key == self.api_key:
             return None
         shown = key if self.echo_credentials else f"{key[:3]}***{key[-4:]}"
         if wire == "openai":
-            return f"Incorrect API key provided: {shown}."
-        return f"invalid x-api-key: {shown}"
+            return f"Incorrect {credential} provided: {shown}."
+        return f"invalid {credential}: {shown}"
 
     def _refusal(
         self, wire: Wire, headers: Mapping[str, str], failure: _Failure | None
@@ -385,12 +421,9 @@ class FakeModelServer:
         if refused is not None:
             return _Answer.error(wire, 401, refused)
         if wire == "anthropic":
-            version = headers.get("anthropic-version")
-            if not version:
-                return _Answer.error(wire, 400, "anthropic-version: header is required")
-            # Any dated version is accepted: SDK releases move to newer ones.
-            if _ANTHROPIC_VERSION.fullmatch(version) is None:
-                return _Answer.error(wire, 400, f"anthropic-version: invalid value {version!r}")
+            refused = _anthropic_version_error(headers.get("anthropic-version"))
+            if refused is not None:
+                return _Answer.error(wire, 400, refused)
         return None
 
     def _answer(
