@@ -430,12 +430,20 @@ def test_answers_in_each_format(client: httpx.Client) -> None:
     assert openai["choices"][0]["message"]["tool_calls"] == [
         {"id": "t1", "type": "function", "function": {"name": "f", "arguments": '{"x":1}'}}
     ]
+    # No usage scripted: the estimate, ceil(characters / 4): "hi" and its role (1 + 4),
+    # "a" and the call, f and {"x":1}: 9 characters, so 3.
     assert openai["usage"] == {
-        "prompt_tokens": 0,
-        "completion_tokens": 0,
-        "total_tokens": 0,
+        "prompt_tokens": 5,
+        "completion_tokens": 3,
+        "total_tokens": 8,
         "prompt_tokens_details": {"cached_tokens": 0},
         "completion_tokens_details": {"reasoning_tokens": 0},
+    }
+    assert anthropic["usage"] == {
+        "input_tokens": 5,
+        "output_tokens": 3,
+        "cache_read_input_tokens": 0,
+        "cache_creation_input_tokens": 0,
     }
     assert anthropic["type"] == "message"
     assert anthropic["content"] == [
@@ -443,6 +451,40 @@ def test_answers_in_each_format(client: httpx.Client) -> None:
         {"type": "tool_use", "id": "t1", "name": "f", "input": {"x": 1}},
     ]
     assert anthropic["stop_reason"] == "tool_use"
+
+
+def test_scripted_usage_fills_each_formats_usage_fields(client: httpx.Client) -> None:
+    usage = {
+        "input_tokens": 1200,
+        "output_tokens": 90,
+        "cached_input_tokens": 1000,
+        "cache_write_tokens": 150,
+        "reasoning_tokens": 40,
+    }
+    reply = {"content": "a", "usage": usage}
+    with FakeModelServer([reply, reply]) as local:
+        openai = client.post(
+            f"{local.openai_base_url}/chat/completions", json={"model": "m", "messages": [USER]}
+        ).json()
+        anthropic = client.post(
+            f"{local.url}/v1/messages",
+            json={"model": "m", "max_tokens": 9, "messages": [USER]},
+            headers={"anthropic-version": "2023-06-01"},
+        ).json()
+    assert openai["usage"] == {
+        "prompt_tokens": 1200,
+        "completion_tokens": 90,
+        "total_tokens": 1290,
+        "prompt_tokens_details": {"cached_tokens": 1000, "cache_write_tokens": 150},
+        "completion_tokens_details": {"reasoning_tokens": 40},
+    }
+    assert anthropic["usage"] == {
+        "input_tokens": 50,  # the uncached rest: 1200 - 1000 read - 150 written
+        "output_tokens": 90,
+        "cache_read_input_tokens": 1000,
+        "cache_creation_input_tokens": 150,
+        "output_tokens_details": {"thinking_tokens": 40},
+    }
 
 
 def test_requests_are_recorded_and_counted(

@@ -13,7 +13,8 @@ neutral conversation maps onto the wire like this:
   none.
 
 Usage reports all input tokens: ``input_tokens`` plus the cache reads and writes the
-API counts apart, so the figure means what OpenAI's ``prompt_tokens`` means.
+API counts apart, so the figure means what OpenAI's ``prompt_tokens`` means;
+``reasoning_tokens`` is ``output_tokens_details.thinking_tokens`` where the API sends it.
 """
 
 from __future__ import annotations
@@ -321,8 +322,16 @@ def _response(data: dict[str, object], request: ModelRequest) -> ModelResponse:
             output_tokens=int(usage.get("output_tokens") or 0),
             cached_input_tokens=int(usage.get("cache_read_input_tokens") or 0),
             cache_write_tokens=int(usage.get("cache_creation_input_tokens") or 0),
+            reasoning_tokens=_thinking_tokens(usage),
         ),
     )
+
+
+def _thinking_tokens(usage: Mapping[str, object]) -> int:
+    """``output_tokens_details.thinking_tokens``: the part of the output spent thinking."""
+    details = usage.get("output_tokens_details")
+    value = details.get("thinking_tokens") if isinstance(details, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 def _content(parts: list[ContentPart]) -> str | tuple[ContentPart, ...] | None:

@@ -279,6 +279,7 @@ def _response(data: dict[str, object], request: ModelRequest) -> ModelResponse:
             input_tokens=int(usage.get("prompt_tokens") or 0),
             output_tokens=int(usage.get("completion_tokens") or 0),
             cached_input_tokens=_detail(usage, "prompt_tokens_details", "cached_tokens"),
+            cache_write_tokens=_detail(usage, "prompt_tokens_details", "cache_write_tokens"),
             reasoning_tokens=_detail(usage, "completion_tokens_details", "reasoning_tokens"),
         ),
     )
