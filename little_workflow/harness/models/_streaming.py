@@ -11,11 +11,17 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import re
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
 from little_workflow.errors import ModelProviderError
-from little_workflow.harness.models._messages import ModelDelta
+from little_workflow.harness.models._messages import (
+    ModelDelta,
+    ModelResponse,
+    ReasoningPart,
+    TextPart,
+)
 from little_workflow.harness.models._provider import DeltaSink
 from little_workflow.harness.models._sse import SseEvent
 
@@ -27,6 +33,7 @@ __all__ = [
     "GuardedSink",
     "MalformedStream",
     "ReportedError",
+    "deltas_of",
     "drive",
     "error_event",
     "parse_data",
@@ -212,3 +219,31 @@ async def drive(
     if not accumulator.done:
         raise unfinished(poster.provider, poster.url, count, accumulator.missing)
     return accumulator.body()
+
+
+_WORD_START = re.compile(r"(?<=\s)(?=\S)")
+
+
+def deltas_of(response: ModelResponse) -> list[ModelDelta]:
+    """The deltas a stream of ``response`` would hand out: for a provider with no stream.
+
+    Reasoning and text a word at a time, in the order of the parts; then each tool call,
+    its id and name first, its arguments' JSON text after.
+    """
+    deltas: list[ModelDelta] = []
+    for part in response.message.parts:
+        if isinstance(part, ReasoningPart | TextPart):
+            kind: Literal["text", "reasoning"] = (
+                "reasoning" if isinstance(part, ReasoningPart) else "text"
+            )
+            deltas.extend(
+                ModelDelta(kind=kind, text=word) for word in _WORD_START.split(part.text) if word
+            )
+    for index, call in enumerate(response.message.tool_calls):
+        deltas.append(
+            ModelDelta(kind="tool_call", index=index, tool_call_id=call.id, name=call.name)
+        )
+        if call.arguments:
+            arguments = json.dumps(call.arguments, ensure_ascii=False, separators=(",", ":"))
+            deltas.append(ModelDelta(kind="tool_call", index=index, text=arguments))
+    return deltas
