@@ -26,7 +26,13 @@ from dataclasses import replace
 from typing import Final, Protocol
 
 from little_workflow.harness._slots import ModelSlot
-from little_workflow.harness.models import ModelProvider, ModelRequest, ModelResponse
+from little_workflow.harness.models import (
+    DeltaSink,
+    ModelProvider,
+    ModelRequest,
+    ModelResponse,
+    call_model,
+)
 from little_workflow.harness.models._pause import PAUSE
 from little_workflow.storage import Permit
 from little_workflow.storage._limits import LimitKind
@@ -108,6 +114,15 @@ class LimitedProvider:
         """The inner provider's answer, made while holding a permit of the slot."""
         async with self._holding():
             return await self.provider.complete(request)
+
+    async def stream(self, request: ModelRequest, on_delta: DeltaSink) -> ModelResponse:
+        """The inner provider's streamed answer, made while holding a permit of the slot.
+
+        An inner provider that cannot stream answers through ``complete``: ``call_model``
+        through a limited slot streams exactly when the slot's own provider would.
+        """
+        async with self._holding():
+            return await call_model(self.provider, request, on_delta)
 
     async def aclose(self) -> None:
         """Nothing: the inner provider is the runtime's, closed by its owner."""

@@ -8,6 +8,10 @@ one is configured) and refuses a bad one with that API's error shape and status.
 fail on purpose (``fail_next``, ``disconnect_next``), records every request, and can
 append one line per request to a count file, which outlives a client that is killed.
 
+A request with ``"stream": true`` is answered with server-sent events in the API's
+shapes (``_fake_stream``); ``cut_stream_after`` and ``error_mid_stream`` break a stream
+on purpose.
+
 In a test::
 
     with FakeModelServer(["hello"], api_key="sk-test") as server:   # or ``async with``
@@ -52,6 +56,12 @@ from typing import Any, Literal, Self
 from little_workflow.errors import ModelProviderError
 from little_workflow.harness.models import ModelRequest, Script, ScriptFunction, ScriptReply
 from little_workflow.references import import_reference
+from little_workflow.testing._fake_stream import (
+    anthropic_error_event,
+    anthropic_events,
+    openai_chunks,
+    openai_error_event,
+)
 from little_workflow.testing._fake_wire import (
     WireError,
     anthropic_error_body,
@@ -104,6 +114,13 @@ class _Failure:
     status: int  # 0 drops the connection instead of answering
     message: str | None
     retry_after: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class _StreamFault:
+    after: int  # events sent before the fault
+    status: int  # 0 cuts the connection; else an error event in this status's shape
+    message: str | None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -233,6 +250,53 @@ def _send(
     handler.wfile.write(data)
 
 
+def _streams(body: Any) -> bool:
+    return isinstance(body, dict) and body.get("stream") is True
+
+
+def _stream_events(wire: Wire, request_body: Any, answer: Mapping[str, Any]) -> list[str]:
+    if wire == "anthropic":
+        return anthropic_events(answer)
+    options = request_body.get("stream_options")
+    include_usage = isinstance(options, dict) and options.get("include_usage") is True
+    return openai_chunks(answer, include_usage=include_usage)
+
+
+def _send_stream(
+    handler: BaseHTTPRequestHandler, wire: Wire, events: list[str], fault: _StreamFault | None
+) -> None:
+    """``events`` as a chunked ``text/event-stream``, each flushed as it goes.
+
+    A fault with status 0 ends the connection after ``fault.after`` events without the
+    closing chunk (the client sees a cut); another sends an error event there instead of
+    the rest, and ends the stream as the real APIs do.
+    """
+    handler.send_response(200)
+    handler.send_header("content-type", "text/event-stream; charset=utf-8")
+    handler.send_header("cache-control", "no-cache")
+    handler.send_header("transfer-encoding", "chunked")
+    handler.end_headers()
+    handler.wfile.flush()
+    if fault is not None:
+        events = events[: fault.after]
+        if fault.status:
+            message = fault.message or f"injected stream error: HTTP {fault.status}"
+            events.append(
+                openai_error_event(openai_error_body(fault.status, message))
+                if wire == "openai"
+                else anthropic_error_event(anthropic_error_body(fault.status, message))
+            )
+    for event in events:
+        data = event.encode("utf-8")
+        handler.wfile.write(f"{len(data):x}\r\n".encode("ascii") + data + b"\r\n")
+        handler.wfile.flush()
+    if fault is not None and not fault.status:
+        handler.close_connection = True  # no closing chunk: the body is cut
+        return
+    handler.wfile.write(b"0\r\n\r\n")
+    handler.wfile.flush()
+
+
 class FakeModelServer:
     """A real HTTP server on 127.0.0.1 answering both wire formats from a ``Script``.
 
@@ -269,6 +333,7 @@ class FakeModelServer:
         self._lock = threading.Lock()
         self._seq = 0
         self._failures: list[_Failure] = []
+        self._stream_faults: list[_StreamFault] = []
         self._requests: list[RecordedRequest] = []
         self._in_flight = 0
         #: The most requests this server was handling at once (arrived, not answered).
@@ -371,6 +436,31 @@ class FakeModelServer:
         """Close the connection without answering the next ``count`` requests."""
         with self._lock:
             self._failures.extend(_Failure(0, None, None) for _ in range(count))
+
+    def cut_stream_after(self, events: int, count: int = 1) -> None:
+        """Cut the next ``count`` streamed answers after ``events`` events (0: before any).
+
+        Only requests with ``"stream": true`` take these; the connection ends without the
+        chunked body's end, so the client sees the stream cut, not ended.
+        """
+        if events < 0:
+            raise ValueError(f"events must be zero or more, not {events!r}")
+        with self._lock:
+            self._stream_faults.extend(_StreamFault(events, 0, None) for _ in range(count))
+
+    def error_mid_stream(
+        self, after: int = 1, *, status: int = 529, message: str | None = None, count: int = 1
+    ) -> None:
+        """Send an error event after ``after`` events of the next ``count`` streamed answers.
+
+        In the route's shape: Anthropic's ``event: error`` with ``{"type": "error",
+        "error": {...}}``, OpenAI's ``data: {"error": {...}}``; ``status`` picks the
+        error's type as ``fail_next`` does (529: ``overloaded_error``).
+        """
+        if not 400 <= status <= 599:
+            raise ValueError(f"status must be an HTTP error status, not {status!r}")
+        with self._lock:
+            self._stream_faults.extend(_StreamFault(after, status, message) for _ in range(count))
 
     @property
     def requests(self) -> list[RecordedRequest]:
@@ -503,6 +593,10 @@ class FakeModelServer:
             self._requests.append(recorded)
         if answer is None:
             handler.close_connection = True  # and say nothing: the client sees EOF
+        elif answer.status == 200 and wire is not None and _streams(body):
+            with self._lock:
+                fault = self._stream_faults.pop(0) if self._stream_faults else None
+            _send_stream(handler, wire, _stream_events(wire, body, answer.body), fault)
         else:
             _send(handler, answer.status, answer.body, answer.headers)
 

@@ -32,6 +32,8 @@ from little_workflow.harness.models._messages import (
     TextPart,
     Usage,
 )
+from little_workflow.harness.models._provider import DeltaSink
+from little_workflow.harness.models._streaming import GuardedSink, deltas_of
 
 __all__ = [
     "Script",
@@ -363,6 +365,19 @@ class ScriptedProvider:
         if self.delay:
             await self._sleep(self.delay)
         return await self.script.respond(request)
+
+    async def stream(self, request: ModelRequest, on_delta: DeltaSink) -> ModelResponse:
+        """``complete``'s response, its pieces handed to ``on_delta`` first (``deltas_of``).
+
+        The whole answer is made before the first delta: a script error is raised
+        before any, as a real server's refusal would be.
+        """
+        response = await self.complete(request)
+        sink = GuardedSink(on_delta, self.kind)
+        for delta in deltas_of(response):
+            await sink(delta)
+        sink.close()
+        return response
 
     async def aclose(self) -> None:
         """Nothing to release."""
