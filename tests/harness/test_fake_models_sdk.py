@@ -341,3 +341,83 @@ async def test_anthropic_async_client_tool_call_then_answer() -> None:
     assert first.usage.cache_read_input_tokens == 1000
     assert [block.text for block in second.content] == ["Cold."]
     assert [r.status for r in recorded] == [200, 200, 429]
+
+
+# -- Streaming (the fakes answer "stream": true with server-sent events) ---------------
+
+
+def test_openai_stream_joins_to_the_text_and_ends_with_usage() -> None:
+    reply = {"content": "Four degrees and clear skies over Oslo.", "usage": USAGE}
+    with FakeModelServer([reply], api_key=KEY) as server, openai_client(server) as client:
+        chunks = list(
+            client.chat.completions.create(
+                model="gpt-x",
+                messages=[USER],
+                stream=True,
+                stream_options={"include_usage": True},
+            )
+        )
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert text == "Four degrees and clear skies over Oslo."
+    assert len([c for c in chunks if c.choices and c.choices[0].delta.content]) > 1
+    (last,) = [c for c in chunks if c.usage is not None]
+    assert last is chunks[-1]
+    assert (last.usage.prompt_tokens, last.usage.completion_tokens) == (1200, 90)
+    assert last.usage.prompt_tokens_details.cached_tokens == 1000
+    assert last.usage.completion_tokens_details.reasoning_tokens == 40
+
+
+async def test_openai_async_stream_of_a_tool_call() -> None:
+    async with (
+        FakeModelServer([{"tool_calls": [CALL]}], api_key=KEY) as server,
+        async_openai_client(server) as client,
+    ):
+        stream = await client.chat.completions.create(
+            model="gpt-x", messages=[USER], tools=[WEATHER_OPENAI], stream=True
+        )
+        chunks = [chunk async for chunk in stream]
+    deltas = [call for c in chunks if c.choices for call in c.choices[0].delta.tool_calls or []]
+    assert {d.id for d in deltas if d.id} == {"call_w1"}
+    assert {d.function.name for d in deltas if d.function and d.function.name} == {"weather"}
+    arguments = "".join(d.function.arguments or "" for d in deltas if d.function)
+    assert json.loads(arguments) == {"city": "Oslo"}
+    assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == "tool_calls"
+    assert all(c.usage is None for c in chunks)  # usage only when asked for
+
+
+def test_anthropic_stream_text_and_final_message_usage() -> None:
+    reply = {"content": "Four degrees and clear skies over Oslo.", "usage": USAGE}
+    with FakeModelServer([reply], api_key=KEY) as server, anthropic_client(server) as client:
+        with client.messages.stream(model="claude-x", max_tokens=100, messages=[USER]) as stream:
+            pieces = list(stream.text_stream)
+            final = stream.get_final_message()
+        assert server.last_request.body["stream"] is True
+    assert "".join(pieces) == "Four degrees and clear skies over Oslo."
+    assert len(pieces) > 1
+    assert [block.text for block in final.content] == ["Four degrees and clear skies over Oslo."]
+    assert (final.usage.input_tokens, final.usage.output_tokens) == (50, 90)
+    assert (final.usage.cache_read_input_tokens, final.usage.cache_creation_input_tokens) == (
+        1000,
+        150,
+    )
+
+
+async def test_anthropic_async_stream_of_a_tool_call() -> None:
+    reply = {"tool_calls": [CALL], "usage": USAGE}
+    async with (
+        FakeModelServer([reply], api_key=KEY) as server,
+        async_anthropic_client(server) as client,
+        client.messages.stream(
+            model="claude-x", max_tokens=100, messages=[USER], tools=[WEATHER_ANTHROPIC]
+        ) as stream,
+    ):
+        final = await stream.get_final_message()
+    (use,) = final.content
+    assert (use.type, use.id, use.name, use.input) == (
+        "tool_use",
+        "call_w1",
+        "weather",
+        CALL["arguments"],
+    )
+    assert final.stop_reason == "tool_use"
+    assert (final.usage.output_tokens, final.usage.cache_read_input_tokens) == (90, 1000)
