@@ -12,10 +12,36 @@ A request with ``"stream": true`` is answered with server-sent events in the API
 shapes (``_fake_stream``); ``cut_stream_after`` and ``error_mid_stream`` break a stream
 on purpose.
 
+Credentials, when ``api_key`` is set: OpenAI routes take ``Authorization: Bearer KEY``;
+Anthropic routes take ``x-api-key: KEY`` or ``Authorization: Bearer KEY`` (what the
+official SDK sends for ``api_key=`` and ``auth_token=``), with an ``anthropic-version``
+that is a date, 2023-06-01 or later (a missing or malformed one is the API's 400). A
+wrong credential is a 401 naming which credential was wrong (``invalid bearer token``,
+``invalid x-api-key``), the key masked.
+
+Usage: a reply can say the ``Usage`` its answer reports (``{"content": "hi", "usage":
+{"input_tokens": 1200, "output_tokens": 90, "cached_input_tokens": 1000,
+"cache_write_tokens": 150, "reasoning_tokens": 40}}``, see ``ScriptReply``). OpenAI
+answers carry it as ``prompt_tokens``, ``completion_tokens``, ``total_tokens``,
+``prompt_tokens_details.cached_tokens`` (and ``cache_write_tokens`` when there is a
+write), ``completion_tokens_details.reasoning_tokens``; Anthropic answers as
+``input_tokens`` (the uncached rest), ``output_tokens``, ``cache_read_input_tokens``,
+``cache_creation_input_tokens`` and ``output_tokens_details.thinking_tokens`` (when
+there was thinking). Without one, the answer reports ``estimated_usage``: about four
+characters a token of the request and of the answer, never zero. The scripted provider
+and both httpx providers return the same ``Usage`` for one script.
+
+The official ``openai`` and ``anthropic`` SDKs work against the fakes, streaming
+included: give the client ``base_url=server.openai_base_url`` (OpenAI) or
+``base_url=server.url`` (Anthropic), and ``max_retries=0`` to see an injected error
+as the SDK's exception (``RateLimitError`` for a 429); tests/harness/
+test_fake_models_sdk.py does.
+
 In a test::
 
     with FakeModelServer(["hello"], api_key="sk-test") as server:   # or ``async with``
         provider = OpenAICompatibleProvider(server.openai_base_url, ...)
+        client = openai.OpenAI(base_url=server.openai_base_url, api_key="sk-test")
 
 As a separate process (for tests that kill the client)::
 
