@@ -116,7 +116,11 @@ class LimitedProvider:
             return await self.provider.complete(request)
 
     async def stream(self, request: ModelRequest, on_delta: DeltaSink) -> ModelResponse:
-        """The inner provider's answer, streamed if it can stream, holding a permit."""
+        """The inner provider's streamed answer, made while holding a permit of the slot.
+
+        An inner provider that cannot stream answers through ``complete``: ``call_model``
+        through a limited slot streams exactly when the slot's own provider would.
+        """
         async with self._holding():
             return await call_model(self.provider, request, on_delta)
 

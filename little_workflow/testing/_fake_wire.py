@@ -43,10 +43,12 @@ __all__ = [
     "anthropic_error_body",
     "anthropic_request",
     "anthropic_response",
+    "anthropic_usage",
     "forced_answer",
     "openai_error_body",
     "openai_request",
     "openai_response",
+    "openai_usage",
     "sign_thinking",
 ]
 
@@ -497,7 +499,6 @@ def openai_response(response: ModelResponse) -> dict[str, Any]:
             }
             for call in response.message.tool_calls
         ]
-    usage = response.usage
     return {
         "id": response.id,
         "object": "chat.completion",
@@ -511,14 +512,23 @@ def openai_response(response: ModelResponse) -> dict[str, Any]:
                 "finish_reason": response.finish_reason,
             }
         ],
-        "usage": {
-            "prompt_tokens": usage.input_tokens,
-            "completion_tokens": usage.output_tokens,
-            "total_tokens": usage.input_tokens + usage.output_tokens,
-            # OpenAI reports both details on every answer, zeros included.
-            "prompt_tokens_details": {"cached_tokens": usage.cached_input_tokens},
-            "completion_tokens_details": {"reasoning_tokens": usage.reasoning_tokens},
-        },
+        "usage": openai_usage(response.usage),
+    }
+
+
+def openai_usage(usage: Usage) -> dict[str, Any]:
+    """Chat Completions' ``usage`` object for a neutral ``Usage``."""
+    # OpenAI reports both details on every answer, zeros included; a cache write only
+    # where there was one (as ``prompt_tokens_details.cache_write_tokens``).
+    prompt_details: dict[str, int] = {"cached_tokens": usage.cached_input_tokens}
+    if usage.cache_write_tokens:
+        prompt_details["cache_write_tokens"] = usage.cache_write_tokens
+    return {
+        "prompt_tokens": usage.input_tokens,
+        "completion_tokens": usage.output_tokens,
+        "total_tokens": usage.input_tokens + usage.output_tokens,
+        "prompt_tokens_details": prompt_details,
+        "completion_tokens_details": {"reasoning_tokens": usage.reasoning_tokens},
     }
 
 
@@ -887,16 +897,21 @@ def anthropic_response(response: ModelResponse) -> dict[str, Any]:
         "content": content,
         "stop_reason": _TO_STOP_REASON.get(response.finish_reason, response.finish_reason),
         "stop_sequence": None,
-        "usage": _anthropic_usage(response.usage),
+        "usage": anthropic_usage(response.usage),
     }
 
 
-def _anthropic_usage(usage: Usage) -> dict[str, int]:
+def anthropic_usage(usage: Usage) -> dict[str, Any]:
+    """The Messages API's ``usage`` object for a neutral ``Usage``."""
     # Anthropic's input_tokens is only the uncached part; the neutral figure is the sum.
     cached, written = usage.cached_input_tokens, usage.cache_write_tokens
-    return {
+    wire: dict[str, Any] = {
         "input_tokens": max(usage.input_tokens - cached - written, 0),
         "cache_read_input_tokens": cached,
         "cache_creation_input_tokens": written,
         "output_tokens": usage.output_tokens,
     }
+    if usage.reasoning_tokens:
+        # The part of output_tokens spent thinking, where the model thought.
+        wire["output_tokens_details"] = {"thinking_tokens": usage.reasoning_tokens}
+    return wire

@@ -8,10 +8,40 @@ one is configured) and refuses a bad one with that API's error shape and status.
 fail on purpose (``fail_next``, ``disconnect_next``), records every request, and can
 append one line per request to a count file, which outlives a client that is killed.
 
+A request with ``"stream": true`` is answered with server-sent events in the API's
+shapes (``_fake_stream``); ``cut_stream_after`` and ``error_mid_stream`` break a stream
+on purpose.
+
+Credentials, when ``api_key`` is set: OpenAI routes take ``Authorization: Bearer KEY``;
+Anthropic routes take ``x-api-key: KEY`` or ``Authorization: Bearer KEY`` (what the
+official SDK sends for ``api_key=`` and ``auth_token=``), with an ``anthropic-version``
+that is a date, 2023-06-01 or later (a missing or malformed one is the API's 400). A
+wrong credential is a 401 naming which credential was wrong (``invalid bearer token``,
+``invalid x-api-key``), the key masked.
+
+Usage: a reply can say the ``Usage`` its answer reports (``{"content": "hi", "usage":
+{"input_tokens": 1200, "output_tokens": 90, "cached_input_tokens": 1000,
+"cache_write_tokens": 150, "reasoning_tokens": 40}}``, see ``ScriptReply``). OpenAI
+answers carry it as ``prompt_tokens``, ``completion_tokens``, ``total_tokens``,
+``prompt_tokens_details.cached_tokens`` (and ``cache_write_tokens`` when there is a
+write), ``completion_tokens_details.reasoning_tokens``; Anthropic answers as
+``input_tokens`` (the uncached rest), ``output_tokens``, ``cache_read_input_tokens``,
+``cache_creation_input_tokens`` and ``output_tokens_details.thinking_tokens`` (when
+there was thinking). Without one, the answer reports ``estimated_usage``: about four
+characters a token of the request and of the answer, never zero. The scripted provider
+and both httpx providers return the same ``Usage`` for one script.
+
+The official ``openai`` and ``anthropic`` SDKs work against the fakes, streaming
+included: give the client ``base_url=server.openai_base_url`` (OpenAI) or
+``base_url=server.url`` (Anthropic), and ``max_retries=0`` to see an injected error
+as the SDK's exception (``RateLimitError`` for a 429); tests/harness/
+test_fake_models_sdk.py does.
+
 In a test::
 
     with FakeModelServer(["hello"], api_key="sk-test") as server:   # or ``async with``
         provider = OpenAICompatibleProvider(server.openai_base_url, ...)
+        client = openai.OpenAI(base_url=server.openai_base_url, api_key="sk-test")
 
 As a separate process (for tests that kill the client)::
 
@@ -33,6 +63,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import datetime
 import json
 import os
 import re
@@ -51,6 +82,12 @@ from typing import Any, Literal, Self
 from little_workflow.errors import ModelProviderError
 from little_workflow.harness.models import ModelRequest, Script, ScriptFunction, ScriptReply
 from little_workflow.references import import_reference
+from little_workflow.testing._fake_stream import (
+    anthropic_error_event,
+    anthropic_events,
+    openai_chunks,
+    openai_error_event,
+)
 from little_workflow.testing._fake_wire import (
     WireError,
     anthropic_error_body,
@@ -67,6 +104,8 @@ __all__ = ["FakeModelServer", "RecordedRequest", "main"]
 Wire = Literal["openai", "anthropic"]
 
 _ANTHROPIC_VERSION = re.compile(r"\d{4}-\d{2}-\d{2}")
+#: The first version of the Messages API; SDK releases move to later dates.
+_FIRST_ANTHROPIC_VERSION = datetime.date(2023, 6, 1)
 
 _ROUTES: dict[str, Wire] = {
     "/v1/chat/completions": "openai",
@@ -101,6 +140,13 @@ class _Failure:
     status: int  # 0 drops the connection instead of answering
     message: str | None
     retry_after: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class _StreamFault:
+    after: int  # events sent before the fault
+    status: int  # 0 cuts the connection; else an error event in this status's shape
+    message: str | None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -173,6 +219,47 @@ class _Handler(BaseHTTPRequestHandler):
         """Quiet: the server records requests instead of logging them."""
 
 
+def _presented_credential(wire: Wire, headers: Mapping[str, str]) -> tuple[str, str] | str:
+    """The credential a request presents, as (what it is, the key); or why it has none."""
+    authorization = headers.get("authorization", "")
+    scheme, _, token = authorization.partition(" ")
+    bearer = token.strip() if scheme.lower() == "bearer" else None
+    if wire == "openai":
+        if not authorization:
+            return (
+                "You didn't provide an API key. You need to provide your API key in an "
+                "Authorization header using Bearer auth (i.e. Authorization: Bearer YOUR_KEY)."
+            )
+        return "API key", authorization if bearer is None else bearer
+    if headers.get("x-api-key"):
+        return "x-api-key", headers["x-api-key"]
+    if not authorization:
+        return "x-api-key header is required"
+    # The official SDK sends ``Authorization: Bearer`` for ``api_key=`` as well as for
+    # ``auth_token=``; the real API takes either header.
+    if bearer is None:
+        return "invalid authorization header: expected the Bearer scheme"
+    return "bearer token", bearer
+
+
+def _anthropic_version_error(version: str | None) -> str | None:
+    """Why the ``anthropic-version`` header is refused; ``None`` for a dated version."""
+    if not version:
+        return "anthropic-version: header is required"
+    try:
+        dated = (
+            datetime.date.fromisoformat(version) if _ANTHROPIC_VERSION.fullmatch(version) else None
+        )
+    except ValueError:  # 2023-13-40: the form of a date, but none
+        dated = None
+    if dated is None or dated < _FIRST_ANTHROPIC_VERSION:
+        return (
+            f"anthropic-version: {version[:40]!r} is not a valid version "
+            f"(a date, {_FIRST_ANTHROPIC_VERSION.isoformat()} or later)"
+        )
+    return None
+
+
 def _send(
     handler: BaseHTTPRequestHandler,
     status: int,
@@ -189,13 +276,63 @@ def _send(
     handler.wfile.write(data)
 
 
+def _streams(body: Any) -> bool:
+    return isinstance(body, dict) and body.get("stream") is True
+
+
+def _stream_events(wire: Wire, request_body: Any, answer: Mapping[str, Any]) -> list[str]:
+    if wire == "anthropic":
+        return anthropic_events(answer)
+    options = request_body.get("stream_options")
+    include_usage = isinstance(options, dict) and options.get("include_usage") is True
+    return openai_chunks(answer, include_usage=include_usage)
+
+
+def _send_stream(
+    handler: BaseHTTPRequestHandler, wire: Wire, events: list[str], fault: _StreamFault | None
+) -> None:
+    """``events`` as a chunked ``text/event-stream``, each flushed as it goes.
+
+    A fault with status 0 ends the connection after ``fault.after`` events without the
+    closing chunk (the client sees a cut); another sends an error event there instead of
+    the rest, and ends the stream as the real APIs do.
+    """
+    handler.send_response(200)
+    handler.send_header("content-type", "text/event-stream; charset=utf-8")
+    handler.send_header("cache-control", "no-cache")
+    handler.send_header("transfer-encoding", "chunked")
+    handler.end_headers()
+    handler.wfile.flush()
+    if fault is not None:
+        events = events[: fault.after]
+        if fault.status:
+            message = fault.message or f"injected stream error: HTTP {fault.status}"
+            events.append(
+                openai_error_event(openai_error_body(fault.status, message))
+                if wire == "openai"
+                else anthropic_error_event(anthropic_error_body(fault.status, message))
+            )
+    for event in events:
+        data = event.encode("utf-8")
+        handler.wfile.write(f"{len(data):x}\r\n".encode("ascii") + data + b"\r\n")
+        handler.wfile.flush()
+    if fault is not None and not fault.status:
+        handler.close_connection = True  # no closing chunk: the body is cut
+        return
+    handler.wfile.write(b"0\r\n\r\n")
+    handler.wfile.flush()
+
+
 class FakeModelServer:
     """A real HTTP server on 127.0.0.1 answering both wire formats from a ``Script``.
 
-    ``api_key``, when set, must arrive as ``Authorization: Bearer`` (OpenAI routes) or
-    ``x-api-key`` or ``Authorization: Bearer`` (Anthropic routes, which also take any
-    ``anthropic-version`` of the form YYYY-MM-DD); ``echo_credentials`` makes a refusal quote the
-    credential it received, as some careless servers do, to test that clients redact it.
+    ``api_key``, when set, must arrive as ``Authorization: Bearer`` (OpenAI routes) or as
+    ``x-api-key`` or ``Authorization: Bearer`` (Anthropic routes, as the real API takes
+    both; ``x-api-key`` is checked when both come). Anthropic routes also need an
+    ``anthropic-version`` that is a date, 2023-06-01 or later. A refusal names the
+    credential that was wrong and shows it masked (``sk-***1234``);
+    ``echo_credentials`` makes it quote the credential whole, as some careless servers
+    do, to test that clients redact it.
     ``delay`` seconds pass (really) before each answer: for tests that kill a client
     while a call is in flight. ``count_file`` gets one JSON line per request, written
     when the request arrives, before any answer.
@@ -222,6 +359,7 @@ class FakeModelServer:
         self._lock = threading.Lock()
         self._seq = 0
         self._failures: list[_Failure] = []
+        self._stream_faults: list[_StreamFault] = []
         self._requests: list[RecordedRequest] = []
         self._in_flight = 0
         #: The most requests this server was handling at once (arrived, not answered).
@@ -325,6 +463,31 @@ class FakeModelServer:
         with self._lock:
             self._failures.extend(_Failure(0, None, None) for _ in range(count))
 
+    def cut_stream_after(self, events: int, count: int = 1) -> None:
+        """Cut the next ``count`` streamed answers after ``events`` events (0: before any).
+
+        Only requests with ``"stream": true`` take these; the connection ends without the
+        chunked body's end, so the client sees the stream cut, not ended.
+        """
+        if events < 0:
+            raise ValueError(f"events must be zero or more, not {events!r}")
+        with self._lock:
+            self._stream_faults.extend(_StreamFault(events, 0, None) for _ in range(count))
+
+    def error_mid_stream(
+        self, after: int = 1, *, status: int = 529, message: str | None = None, count: int = 1
+    ) -> None:
+        """Send an error event after ``after`` events of the next ``count`` streamed answers.
+
+        In the route's shape: Anthropic's ``event: error`` with ``{"type": "error",
+        "error": {...}}``, OpenAI's ``data: {"error": {...}}``; ``status`` picks the
+        error's type as ``fail_next`` does (529: ``overloaded_error``).
+        """
+        if not 400 <= status <= 599:
+            raise ValueError(f"status must be an HTTP error status, not {status!r}")
+        with self._lock:
+            self._stream_faults.extend(_StreamFault(after, status, message) for _ in range(count))
+
     @property
     def requests(self) -> list[RecordedRequest]:
         """Every answered request so far, in arrival order (a copy)."""
@@ -350,27 +513,16 @@ class FakeModelServer:
     def _credential_error(self, wire: Wire, headers: Mapping[str, str]) -> str | None:
         if self.api_key is None:
             return None
-        if wire == "openai":
-            given = headers.get("authorization", "")
-            if not given:
-                return (
-                    "You didn't provide an API key. You need to provide your API key in an "
-                    "Authorization header using Bearer auth (i.e. Authorization: Bearer YOUR_KEY)."
-                )
-            key = given.removeprefix("Bearer ")
-        else:
-            # The official SDK sends ``Authorization: Bearer`` when given ``auth_token=``.
-            key = headers.get("x-api-key", "") or headers.get("authorization", "").removeprefix(
-                "Bearer "
-            )
-            if not key:
-                return "x-api-key header is required"
+        presented = _presented_credential(wire, headers)
+        if isinstance(presented, str):
+            return presented
+        credential, key = presented
         if key == self.api_key:
             return None
         shown = key if self.echo_credentials else f"{key[:3]}***{key[-4:]}"
         if wire == "openai":
-            return f"Incorrect API key provided: {shown}."
-        return f"invalid x-api-key: {shown}"
+            return f"Incorrect {credential} provided: {shown}."
+        return f"invalid {credential}: {shown}"
 
     def _refusal(
         self, wire: Wire, headers: Mapping[str, str], failure: _Failure | None
@@ -385,12 +537,9 @@ class FakeModelServer:
         if refused is not None:
             return _Answer.error(wire, 401, refused)
         if wire == "anthropic":
-            version = headers.get("anthropic-version")
-            if not version:
-                return _Answer.error(wire, 400, "anthropic-version: header is required")
-            # Any dated version is accepted: SDK releases move to newer ones.
-            if _ANTHROPIC_VERSION.fullmatch(version) is None:
-                return _Answer.error(wire, 400, f"anthropic-version: invalid value {version!r}")
+            refused = _anthropic_version_error(headers.get("anthropic-version"))
+            if refused is not None:
+                return _Answer.error(wire, 400, refused)
         return None
 
     def _answer(
@@ -470,6 +619,10 @@ class FakeModelServer:
             self._requests.append(recorded)
         if answer is None:
             handler.close_connection = True  # and say nothing: the client sees EOF
+        elif answer.status == 200 and wire is not None and _streams(body):
+            with self._lock:
+                fault = self._stream_faults.pop(0) if self._stream_faults else None
+            _send_stream(handler, wire, _stream_events(wire, body, answer.body), fault)
         else:
             _send(handler, answer.status, answer.body, answer.headers)
 

@@ -14,7 +14,8 @@ the server requires. ``BuiltinProviders`` does this for the three built-in provi
             yield providers
             await providers.aclose()
 
-Tests of transport behaviour (retries, backoff, keys) skip for a provider with no server.
+Tests of transport behaviour (retries, backoff, keys) skip for a provider with no server;
+tests of streaming skip for a provider that is not a ``StreamingModelProvider``.
 What the model saw is checked on the provider-neutral request the script received,
 which for an HTTP provider the fake server rebuilt from the wire: the suite checks the
 round trip, not one wire format (test those apart, on the recorded bodies).
@@ -23,6 +24,7 @@ round trip, not one wire format (test those apart, on the recorded bodies).
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -34,17 +36,23 @@ from little_workflow.errors import ModelProviderError
 from little_workflow.harness.models import (
     AnthropicProvider,
     Message,
+    ModelDelta,
     ModelProvider,
     ModelRequest,
     ModelResponse,
     OpenAICompatibleProvider,
+    ReasoningPart,
+    ResponseFormat,
     Script,
     ScriptedProvider,
     ScriptFunction,
     ScriptReply,
+    StreamingModelProvider,
+    TextPart,
     ToolCall,
     ToolSpec,
     Usage,
+    call_model,
 )
 from little_workflow.testing.fake_models import FakeModelServer
 
@@ -150,6 +158,32 @@ def _server(opened: ProviderUnderTest) -> FakeModelServer:
     return opened.server
 
 
+def _streaming(opened: ProviderUnderTest) -> StreamingModelProvider:
+    if not isinstance(opened.provider, StreamingModelProvider):
+        pytest.skip("this provider does not stream")
+    return opened.provider
+
+
+class _Deltas:
+    """A delta sink that keeps what it was handed."""
+
+    def __init__(self) -> None:
+        self.got: list[ModelDelta] = []
+
+    async def __call__(self, delta: ModelDelta) -> None:
+        self.got.append(delta)
+
+    def text(self, kind: str = "text") -> str:
+        return "".join(delta.text for delta in self.got if delta.kind == kind)
+
+    def calls(self) -> dict[int, list[ModelDelta]]:
+        found: dict[int, list[ModelDelta]] = {}
+        for delta in self.got:
+            if delta.kind == "tool_call":
+                found.setdefault(delta.index, []).append(delta)
+        return found
+
+
 def _recorder() -> tuple[list[ModelRequest], list[ScriptReply], ScriptFunction]:
     """A script function answering ``replies`` in order and keeping what it was asked."""
     seen: list[ModelRequest] = []
@@ -170,6 +204,16 @@ WEATHER = ToolSpec(
         "type": "object",
         "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
         "required": ["city"],
+    },
+)
+
+
+ANSWER = ResponseFormat(
+    name="city_answer",
+    schema_={
+        "type": "object",
+        "properties": {"city": {"type": "string"}, "population": {"type": "integer"}},
+        "required": ["city", "population"],
     },
 )
 
@@ -399,3 +443,201 @@ class ModelProviderConformance:
         await opened.provider.complete(_request())
         await opened.provider.aclose()
         await opened.provider.aclose()
+
+    # -- streaming (a StreamingModelProvider) --------------------------------------------
+
+    async def _both(
+        self, open_provider: OpenProvider, replies: Sequence[ScriptReply], request: ModelRequest
+    ) -> tuple[ModelResponse, ModelResponse, _Deltas, ProviderUnderTest]:
+        """``complete``'s and ``stream``'s answers to ``request``, each from a fresh script."""
+        completing = await open_provider(list(replies))
+        streaming = await open_provider(list(replies))
+        provider = _streaming(streaming)
+        completed = await completing.provider.complete(request)
+        deltas = _Deltas()
+        streamed = await provider.stream(request, deltas)
+        return completed, streamed, deltas, streaming
+
+    async def test_streamed_text_is_the_completed_answer(self, open_provider: OpenProvider) -> None:
+        text = "Hello there, ünïcødé 🚀 and a few more words"
+        completed, streamed, deltas, _ = await self._both(open_provider, [text], _request())
+        assert streamed == completed
+        assert streamed.message == Message(role="assistant", content=text)
+        assert deltas.got
+        assert all(delta.kind == "text" for delta in deltas.got)
+        assert deltas.text() == text
+
+    async def test_streamed_usage_finish_reason_and_id(self, open_provider: OpenProvider) -> None:
+        scripted = ModelResponse(
+            id="resp-streamed-1",
+            model="served-model",
+            message=Message(role="assistant", content="cut sh"),
+            finish_reason="length",
+            usage=Usage(input_tokens=12, output_tokens=5, cached_input_tokens=4),
+        )
+        opened = await open_provider([scripted])
+        assert await _streaming(opened).stream(_request(), _Deltas()) == scripted
+
+    async def test_streamed_tool_calls_are_the_completed_ones(
+        self, open_provider: OpenProvider
+    ) -> None:
+        calls = [
+            ToolCall(
+                id="call_s1",
+                name="get_weather",
+                arguments={"city": "Paris", "days": 2, "options": {"tags": ["a", "ü"]}},
+            ),
+            ToolCall(id="call_s2", name="get_weather", arguments={"city": "Oslo"}),
+        ]
+        replies: list[ScriptReply] = [{"content": "Let me look.", "tool_calls": calls}]
+        request = _request(tools=(WEATHER,))
+        completed, streamed, deltas, _ = await self._both(open_provider, replies, request)
+        assert streamed == completed
+        assert streamed.message.tool_calls == tuple(calls)
+        assert streamed.finish_reason == "tool_calls"
+        assert deltas.text() == "Let me look."
+        by_index = deltas.calls()
+        assert sorted(by_index) == [0, 1]
+        for index, call in enumerate(calls):
+            pieces = by_index[index]
+            assert (pieces[0].tool_call_id, pieces[0].name) == (call.id, call.name)
+            assert all(p.tool_call_id is None and p.name is None for p in pieces[1:])
+            assert json.loads("".join(p.text for p in pieces)) == call.arguments
+
+    async def test_streamed_structured_output_is_the_completed_one(
+        self, open_provider: OpenProvider
+    ) -> None:
+        replies: list[ScriptReply] = ['{"city":"Oslo","population":709000}']
+        request = _request(response_format=ANSWER)
+        completed, streamed, deltas, _ = await self._both(open_provider, replies, request)
+        assert streamed == completed
+        assert json.loads(streamed.message.text or "") == {"city": "Oslo", "population": 709000}
+        assert streamed.finish_reason == "stop"
+        assert json.loads(deltas.text()) == {"city": "Oslo", "population": 709000}
+        assert deltas.calls() == {}
+
+    async def test_streamed_reasoning_is_the_completed_one(
+        self, open_provider: OpenProvider
+    ) -> None:
+        probe = await open_provider([])
+        thought = ReasoningPart(provider=probe.provider.kind, text="The user wants a city.")
+        reply: ScriptReply = {"content": [thought.model_dump(), {"type": "text", "text": "Oslo."}]}
+        completed, streamed, deltas, _ = await self._both(open_provider, [reply], _request())
+        assert streamed == completed
+        parts = streamed.message.parts
+        assert [type(part) for part in parts] == [ReasoningPart, TextPart]
+        assert isinstance(parts[0], ReasoningPart)
+        assert parts[0].text == thought.text
+        assert deltas.text("reasoning") == thought.text
+        assert deltas.text() == "Oslo."
+
+    async def test_call_model_streams_when_given_a_sink(self, open_provider: OpenProvider) -> None:
+        opened = await open_provider(["streamed through call_model"])
+        _streaming(opened)
+        deltas = _Deltas()
+        response = await call_model(opened.provider, _request(), deltas)
+        assert response.message.content == "streamed through call_model"
+        assert deltas.text() == "streamed through call_model"
+        if opened.server is not None:
+            assert opened.server.last_request.body["stream"] is True
+
+    async def test_a_failing_sink_does_not_fail_the_call(
+        self, open_provider: OpenProvider, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        opened = await open_provider(["still answered in full"])
+        handed: list[ModelDelta] = []
+
+        async def broken(delta: ModelDelta) -> None:
+            handed.append(delta)
+            raise RuntimeError("the watcher broke")
+
+        caplog.set_level(logging.WARNING)
+        response = await _streaming(opened).stream(_request(), broken)
+        assert response.message.content == "still answered in full"
+        assert "".join(delta.text for delta in handed) == "still answered in full"
+        assert "the watcher broke" in caplog.text
+
+    async def test_a_cancelling_sink_cancels_the_call(self, open_provider: OpenProvider) -> None:
+        opened = await open_provider(["never finished"])
+
+        async def cancelling(delta: ModelDelta) -> None:
+            raise asyncio.CancelledError
+
+        with pytest.raises(asyncio.CancelledError):
+            await _streaming(opened).stream(_request(), cancelling)
+
+    async def test_stream_rate_limited_before_it_starts_is_retried(
+        self, open_provider: OpenProvider
+    ) -> None:
+        opened = await open_provider(["after the wait"])
+        server = _server(opened)
+        server.fail_next(1, status=429)
+        deltas = _Deltas()
+        response = await _streaming(opened).stream(_request(), deltas)
+        assert response.message.content == "after the wait"
+        assert deltas.text() == "after the wait"
+        assert [r.status for r in server.requests] == [429, 200]
+        assert len(opened.sleeps) == 1
+
+    async def test_stream_cut_before_its_first_event_is_retried(
+        self, open_provider: OpenProvider
+    ) -> None:
+        opened = await open_provider(["second time lucky", "second time lucky"])
+        server = _server(opened)
+        server.cut_stream_after(0)
+        deltas = _Deltas()
+        response = await _streaming(opened).stream(_request(), deltas)
+        assert response.message.content == "second time lucky"
+        assert deltas.text() == "second time lucky"
+        assert len(server.requests) == 2
+        assert len(opened.sleeps) == 1
+
+    async def test_stream_cut_after_its_first_event_is_raised_not_retried(
+        self, open_provider: OpenProvider
+    ) -> None:
+        opened = await open_provider(["this answer will be cut", "never asked for"])
+        server = _server(opened)
+        server.cut_stream_after(1)
+        with pytest.raises(ModelProviderError) as caught:
+            await _streaming(opened).stream(_request(), _Deltas())
+        assert caught.value.retryable
+        assert "cut" in caught.value.message
+        assert len(server.requests) == 1
+        assert opened.sleeps == []
+
+    async def test_stream_cut_midway_keeps_the_deltas_handed_out(
+        self, open_provider: OpenProvider
+    ) -> None:
+        text = "one two three four five six seven eight"
+        opened = await open_provider([text])
+        server = _server(opened)
+        server.cut_stream_after(5)
+        deltas = _Deltas()
+        with pytest.raises(ModelProviderError) as caught:
+            await _streaming(opened).stream(_request(), deltas)
+        assert caught.value.retryable
+        assert deltas.got
+        assert text.startswith(deltas.text())
+        assert deltas.text() != text
+        assert len(server.requests) == 1
+
+    async def test_error_event_mid_stream_is_raised(self, open_provider: OpenProvider) -> None:
+        opened = await open_provider(["overloaded halfway through", "never asked for"])
+        server = _server(opened)
+        server.error_mid_stream(after=2, status=529, message="Overloaded right now")
+        with pytest.raises(ModelProviderError) as caught:
+            await _streaming(opened).stream(_request(), _Deltas())
+        assert "Overloaded right now" in caught.value.message
+        assert caught.value.retryable
+        assert len(server.requests) == 1
+        assert opened.sleeps == []
+
+    async def test_refusing_error_event_is_not_retryable(self, open_provider: OpenProvider) -> None:
+        opened = await open_provider(["refused halfway through"])
+        server = _server(opened)
+        server.error_mid_stream(after=2, status=400, message="output blocked by policy")
+        with pytest.raises(ModelProviderError) as caught:
+            await _streaming(opened).stream(_request(), _Deltas())
+        assert "output blocked by policy" in caught.value.message
+        assert not caught.value.retryable
+        assert len(server.requests) == 1

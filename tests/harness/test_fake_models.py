@@ -299,25 +299,86 @@ def test_anthropic_version_header_is_required(
     body = {"model": "m", "max_tokens": 5, "messages": [USER]}
     response = client.post(f"{server.url}/v1/messages", json=body, headers={"x-api-key": KEY})
     assert response.status_code == 400
-    assert "anthropic-version" in response.json()["error"]["message"]
+    assert response.json()["error"] == {
+        "type": "invalid_request_error",
+        "message": "anthropic-version: header is required",
+    }
 
 
-def test_anthropic_takes_a_bearer_token_and_any_dated_version(
-    server: FakeModelServer, client: httpx.Client
+ANTHROPIC_BODY = {"model": "m", "max_tokens": 5, "messages": [USER]}
+
+
+@pytest.mark.parametrize(
+    "credentials",
+    [
+        {"x-api-key": KEY},
+        {"authorization": f"Bearer {KEY}"},
+        {"authorization": f"bearer {KEY}"},
+        # x-api-key is the one checked when both come.
+        {"x-api-key": KEY, "authorization": "Bearer sk-something-else"},
+    ],
+)
+@pytest.mark.parametrize("version", ["2023-06-01", "2024-02-29", "2026-10-21", "2099-12-31"])
+def test_anthropic_takes_either_credential_and_any_dated_version(
+    server: FakeModelServer, client: httpx.Client, credentials: dict[str, str], version: str
 ) -> None:
-    body = {"model": "m", "max_tokens": 5, "messages": [USER]}
-    url = f"{server.url}/v1/messages"
-    bearer = {"authorization": f"Bearer {KEY}", "anthropic-version": "2026-11-30"}
-    assert client.post(url, json=body, headers=bearer).status_code == 200
-    wrong = {"authorization": "Bearer sk-wrong-token-9999", "anthropic-version": "2023-06-01"}
-    refused = client.post(url, json=body, headers=wrong)
+    headers = {**credentials, "anthropic-version": version}
+    response = client.post(f"{server.url}/v1/messages", json=ANTHROPIC_BODY, headers=headers)
+    assert response.status_code == 200, response.text
+    assert response.json()["content"] == [{"type": "text", "text": "ok"}]
+    assert server.last_request.headers["anthropic-version"] == version
+
+
+@pytest.mark.parametrize(
+    ("credentials", "message"),
+    [
+        ({"authorization": "Bearer sk-wrong-token-9999"}, "invalid bearer token: sk-***9999"),
+        ({"x-api-key": "sk-wrong-key-8888"}, "invalid x-api-key: sk-***8888"),
+        (
+            {"x-api-key": "sk-wrong-key-8888", "authorization": f"Bearer {KEY}"},
+            "invalid x-api-key: sk-***8888",
+        ),
+        (
+            {"authorization": f"Basic {KEY}"},
+            "invalid authorization header: expected the Bearer scheme",
+        ),
+        ({}, "x-api-key header is required"),
+    ],
+)
+def test_anthropic_refusal_names_the_wrong_credential_and_masks_it(
+    server: FakeModelServer,
+    client: httpx.Client,
+    credentials: dict[str, str],
+    message: str,
+) -> None:
+    headers = {**credentials, "anthropic-version": "2023-06-01"}
+    refused = client.post(f"{server.url}/v1/messages", json=ANTHROPIC_BODY, headers=headers)
     assert refused.status_code == 401
-    assert refused.json()["error"]["message"] == "invalid x-api-key: sk-***9999"
-    undated = {"x-api-key": KEY, "anthropic-version": "latest"}
-    bad_version = client.post(url, json=body, headers=undated)
-    assert bad_version.status_code == 400
-    assert "anthropic-version" in bad_version.json()["error"]["message"]
-    assert len(server.requests) == 3
+    assert refused.json() == {
+        "type": "error",
+        "error": {"type": "authentication_error", "message": message},
+    }
+    assert "wrong-token" not in refused.text
+    assert "wrong-key" not in refused.text
+    assert KEY not in refused.text
+
+
+@pytest.mark.parametrize(
+    "version",
+    ["latest", "2023-01-01", "2023-05-31", "2023-13-01", "2023-02-30", "20230601", "2023-6-1"],
+)
+def test_anthropic_refuses_a_malformed_or_early_version(
+    server: FakeModelServer, client: httpx.Client, version: str
+) -> None:
+    headers = {"x-api-key": KEY, "anthropic-version": version}
+    refused = client.post(f"{server.url}/v1/messages", json=ANTHROPIC_BODY, headers=headers)
+    assert refused.status_code == 400
+    assert refused.json()["error"] == {
+        "type": "invalid_request_error",
+        "message": f"anthropic-version: {version!r} is not a valid version "
+        "(a date, 2023-06-01 or later)",
+    }
+    assert server.last_request.request is None  # refused before the script saw it
 
 
 def test_credentials_are_checked_and_masked(server: FakeModelServer, client: httpx.Client) -> None:
@@ -369,12 +430,20 @@ def test_answers_in_each_format(client: httpx.Client) -> None:
     assert openai["choices"][0]["message"]["tool_calls"] == [
         {"id": "t1", "type": "function", "function": {"name": "f", "arguments": '{"x":1}'}}
     ]
+    # No usage scripted: the estimate, ceil(characters / 4): "hi" and its role (1 + 4),
+    # "a" and the call, f and {"x":1}: 9 characters, so 3.
     assert openai["usage"] == {
-        "prompt_tokens": 0,
-        "completion_tokens": 0,
-        "total_tokens": 0,
+        "prompt_tokens": 5,
+        "completion_tokens": 3,
+        "total_tokens": 8,
         "prompt_tokens_details": {"cached_tokens": 0},
         "completion_tokens_details": {"reasoning_tokens": 0},
+    }
+    assert anthropic["usage"] == {
+        "input_tokens": 5,
+        "output_tokens": 3,
+        "cache_read_input_tokens": 0,
+        "cache_creation_input_tokens": 0,
     }
     assert anthropic["type"] == "message"
     assert anthropic["content"] == [
@@ -382,6 +451,40 @@ def test_answers_in_each_format(client: httpx.Client) -> None:
         {"type": "tool_use", "id": "t1", "name": "f", "input": {"x": 1}},
     ]
     assert anthropic["stop_reason"] == "tool_use"
+
+
+def test_scripted_usage_fills_each_formats_usage_fields(client: httpx.Client) -> None:
+    usage = {
+        "input_tokens": 1200,
+        "output_tokens": 90,
+        "cached_input_tokens": 1000,
+        "cache_write_tokens": 150,
+        "reasoning_tokens": 40,
+    }
+    reply = {"content": "a", "usage": usage}
+    with FakeModelServer([reply, reply]) as local:
+        openai = client.post(
+            f"{local.openai_base_url}/chat/completions", json={"model": "m", "messages": [USER]}
+        ).json()
+        anthropic = client.post(
+            f"{local.url}/v1/messages",
+            json={"model": "m", "max_tokens": 9, "messages": [USER]},
+            headers={"anthropic-version": "2023-06-01"},
+        ).json()
+    assert openai["usage"] == {
+        "prompt_tokens": 1200,
+        "completion_tokens": 90,
+        "total_tokens": 1290,
+        "prompt_tokens_details": {"cached_tokens": 1000, "cache_write_tokens": 150},
+        "completion_tokens_details": {"reasoning_tokens": 40},
+    }
+    assert anthropic["usage"] == {
+        "input_tokens": 50,  # the uncached rest: 1200 - 1000 read - 150 written
+        "output_tokens": 90,
+        "cache_read_input_tokens": 1000,
+        "cache_creation_input_tokens": 150,
+        "output_tokens_details": {"thinking_tokens": 40},
+    }
 
 
 def test_requests_are_recorded_and_counted(

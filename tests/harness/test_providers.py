@@ -19,10 +19,13 @@ from little_workflow.harness.models import (
     ReasoningPart,
     Script,
     ScriptedProvider,
+    ScriptReply,
     TextPart,
     ToolCall,
     ToolSpec,
+    Usage,
     dump_arguments,
+    estimated_usage,
     parse_arguments,
     scripted,
     to_model_response,
@@ -679,36 +682,130 @@ def test_scripted_script_is_plain_json() -> None:
     assert script.calls == 0
 
 
-# Anthropic's fake splits the input into uncached / cache-read / cache-write counts and
-# the provider sums them back; OpenAI's reports cached and reasoning tokens in its detail
-# objects. Either way the script's neutral usage comes back as it was set.
-_SCRIPTED_USAGES = {
-    "anthropic": {
-        "input_tokens": 100,
-        "output_tokens": 7,
-        "cached_input_tokens": 60,
-        "cache_write_tokens": 30,
-    },
-    "openai": {
-        "input_tokens": 100,
-        "output_tokens": 40,
-        "cached_input_tokens": 64,
-        "reasoning_tokens": 25,
-    },
-}
+# One scripted usage, every field set, comes back the same through every provider: the
+# scripted one returns it; Anthropic's fake splits the input into uncached / cache-read /
+# cache-write counts and thinking tokens, the provider sums them back; OpenAI's fake
+# reports cached, cache-write and reasoning tokens in its detail objects.
+FULL_USAGE = Usage(
+    input_tokens=1200,
+    output_tokens=90,
+    cached_input_tokens=1000,
+    cache_write_tokens=150,
+    reasoning_tokens=40,
+)
+PROVIDER_KINDS = ("scripted", "openai", "anthropic")
 
 
-@pytest.mark.parametrize("wire", sorted(_SCRIPTED_USAGES))
-async def test_usage_set_by_a_script_comes_back_neutral(wire: str) -> None:
-    usage = _SCRIPTED_USAGES[wire]
-    reply = {"message": {"role": "assistant", "content": "ok"}, "usage": usage}
-    with FakeModelServer([reply]) as local:
-        provider = anthropic(local) if wire == "anthropic" else openai(local)
+async def complete_through(
+    kind: str, replies: list[ScriptReply], request: ModelRequest
+) -> ModelResponse:
+    """``request`` answered by ``replies`` through the provider of ``kind``."""
+    if kind == "scripted":
+        return await ScriptedProvider(replies).complete(request)
+    with FakeModelServer(replies) as local:
+        provider = anthropic(local) if kind == "anthropic" else openai(local)
         try:
-            response = await provider.complete(CONVERSATION)
+            return await provider.complete(request)
         finally:
             await provider.aclose()
-    assert response.usage.model_dump() == usage
+
+
+@pytest.mark.parametrize("kind", PROVIDER_KINDS)
+@pytest.mark.parametrize(
+    "reply",
+    [
+        {"message": {"role": "assistant", "content": "ok"}, "usage": FULL_USAGE.model_dump()},
+        {"content": "ok", "usage": FULL_USAGE.model_dump()},
+        ModelResponse(
+            id="resp-1",
+            model="the-model",
+            message=Message(role="assistant", content="ok"),
+            finish_reason="stop",
+            usage=FULL_USAGE,
+        ),
+    ],
+    ids=["response-dict", "message-dict", "model-response"],
+)
+async def test_scripted_usage_is_what_every_provider_reports(kind: str, reply: ScriptReply) -> None:
+    response = await complete_through(kind, [reply], CONVERSATION)
+    assert response.message.text == "ok"
+    assert response.usage == FULL_USAGE
+
+
+@pytest.mark.parametrize("kind", PROVIDER_KINDS)
+async def test_scripted_usage_of_a_tool_call_with_reasoning(kind: str) -> None:
+    usage = Usage(input_tokens=50, output_tokens=30, reasoning_tokens=12)
+    reply = {
+        "content": [{"type": "reasoning", "provider": kind, "text": "Look it up."}],
+        "tool_calls": [{"id": "call_9", "name": "search", "arguments": {"q": "Rome"}}],
+        "usage": usage.model_dump(),
+    }
+    response = await complete_through(kind, [reply], CONVERSATION)
+    assert [(c.name, c.arguments) for c in response.message.tool_calls] == [
+        ("search", {"q": "Rome"})
+    ]
+    assert response.usage == usage
+
+
+async def test_without_scripted_usage_every_provider_reports_the_same_estimate() -> None:
+    answers: list[ScriptReply] = [
+        "Paris has three notes.",
+        {"tool_calls": [{"id": "call_7", "name": "search", "arguments": {"q": "Lyon"}}]},
+    ]
+    for answer in answers:
+        usages = {
+            kind: (await complete_through(kind, [answer], CONVERSATION)).usage
+            for kind in PROVIDER_KINDS
+        }
+        expected = to_model_response(answer, CONVERSATION).usage
+        assert usages == dict.fromkeys(PROVIDER_KINDS, expected)
+        assert expected.input_tokens > 0
+        assert expected.output_tokens > 0
+
+
+def test_estimated_usage_counts_about_four_characters_a_token() -> None:
+    short = ModelRequest(model="m", messages=(Message(role="user", content="hi"),))
+    longer = ModelRequest(model="m", messages=(Message(role="user", content="hi" + "x" * 800),))
+    text = estimated_usage(short, Message(role="assistant", content="x" * 401))
+    assert (text.output_tokens, text.reasoning_tokens) == (101, 0)  # 401 / 4, rounded up
+    assert (text.cached_input_tokens, text.cache_write_tokens) == (0, 0)
+    # 800 more characters of request: 200 more tokens.
+    assert estimated_usage(longer, Message(role="assistant", content="x")).input_tokens == (
+        text.input_tokens + 200
+    )
+    empty = estimated_usage(short, Message(role="assistant", content=""))
+    assert empty.output_tokens == 1  # never zero
+    thought = Message(
+        role="assistant",
+        content=(
+            ReasoningPart(provider="anthropic", text="t" * 40),
+            TextPart(text="y" * 20),
+        ),
+        tool_calls=(ToolCall(id="c", name="abcd", arguments={"q": "z"}),),
+    )
+    # 40 of thinking, 20 of text, 4 of name and 9 of arguments ({"q":"z"}).
+    assert estimated_usage(short, thought).reasoning_tokens == 10
+    assert estimated_usage(short, thought).output_tokens == 19  # 73 / 4, rounded up
+
+
+@pytest.mark.parametrize(
+    ("usage", "fragment"),
+    [
+        (
+            {"input_tokens": 10, "cached_input_tokens": 8, "cache_write_tokens": 5},
+            "add up to more than its input_tokens (10)",
+        ),
+        ({"output_tokens": 3, "reasoning_tokens": 4}, "reasoning_tokens (4) are more than"),
+    ],
+)
+@pytest.mark.parametrize("kind", PROVIDER_KINDS)
+async def test_a_usage_no_api_could_report_is_a_script_error(
+    kind: str, usage: dict[str, int], fragment: str
+) -> None:
+    with pytest.raises(ModelProviderError, match="fix the script") as caught:
+        await complete_through(kind, [{"content": "ok", "usage": usage}], CONVERSATION)
+    assert fragment in caught.value.message
+    assert not caught.value.retryable
 
 
 async def test_a_spent_quota_is_neither_retried_nor_a_rate_limit() -> None:

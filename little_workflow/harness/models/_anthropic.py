@@ -13,7 +13,8 @@ neutral conversation maps onto the wire like this:
   none.
 
 Usage reports all input tokens: ``input_tokens`` plus the cache reads and writes the
-API counts apart, so the figure means what OpenAI's ``prompt_tokens`` means.
+API counts apart, so the figure means what OpenAI's ``prompt_tokens`` means;
+``reasoning_tokens`` is ``output_tokens_details.thinking_tokens`` where the API sends it.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from typing import TYPE_CHECKING
 from pydantic import ValidationError
 
 from little_workflow.errors import ConfigError, ModelProviderError
+from little_workflow.harness.models._anthropic_stream import AnthropicStream
 from little_workflow.harness.models._http import JsonPoster, Sleep, read_api_key
 from little_workflow.harness.models._messages import (
     ContentPart,
@@ -40,6 +42,8 @@ from little_workflow.harness.models._messages import (
     ToolCall,
     Usage,
 )
+from little_workflow.harness.models._provider import DeltaSink
+from little_workflow.harness.models._streaming import drive
 
 if TYPE_CHECKING:
     import httpx
@@ -321,8 +325,16 @@ def _response(data: dict[str, object], request: ModelRequest) -> ModelResponse:
             output_tokens=int(usage.get("output_tokens") or 0),
             cached_input_tokens=int(usage.get("cache_read_input_tokens") or 0),
             cache_write_tokens=int(usage.get("cache_creation_input_tokens") or 0),
+            reasoning_tokens=_thinking_tokens(usage),
         ),
     )
+
+
+def _thinking_tokens(usage: Mapping[str, object]) -> int:
+    """``output_tokens_details.thinking_tokens``: the part of the output spent thinking."""
+    details = usage.get("output_tokens_details")
+    value = details.get("thinking_tokens") if isinstance(details, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 def _content(parts: list[ContentPart]) -> str | tuple[ContentPart, ...] | None:
@@ -399,9 +411,10 @@ class AnthropicProvider:
             f"api_key_env={self.api_key_env!r} ({key}), version={self.version!r})"
         )
 
-    async def complete(self, request: ModelRequest) -> ModelResponse:
-        """One Messages API call, retried as configured."""
-        data = await self._poster.post(_wire_request(request, self.default_max_tokens))
+    def _body(self, request: ModelRequest) -> dict[str, object]:
+        return _wire_request(request, self.default_max_tokens)
+
+    def _read(self, data: dict[str, object], request: ModelRequest) -> ModelResponse:
         try:
             return _response(data, request)
         except (TypeError, ValueError, ValidationError) as exc:
@@ -411,6 +424,23 @@ class AnthropicProvider:
                 provider=self.kind,
                 status=200,
             ) from exc
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        """One Messages API call, retried as configured."""
+        return self._read(await self._poster.post(self._body(request)), request)
+
+    async def stream(self, request: ModelRequest, on_delta: DeltaSink) -> ModelResponse:
+        """One streamed Messages API call: ``complete``'s answer, delta by delta.
+
+        Retried as configured until the first event; a failure after it is raised
+        (retryable when the stream was cut or the server said it was overloaded or
+        failed), never retried here.
+        """
+        body = {**self._body(request), "stream": True}
+        answer = request.response_format.name if request.response_format is not None else None
+        return self._read(
+            await drive(self._poster, body, AnthropicStream(answer), on_delta), request
+        )
 
     async def aclose(self) -> None:
         """Close the connections this provider opened; idempotent."""

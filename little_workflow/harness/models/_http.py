@@ -211,6 +211,10 @@ class JsonPoster:
     def __repr__(self) -> str:
         return f"JsonPoster(provider={self.provider!r}, url={self.url!r})"
 
+    def redacted(self, text: str) -> str:
+        """``text`` with any copy of this poster's key replaced by ``[redacted]``."""
+        return redact(text, self._secret)
+
     def _error(
         self,
         text: str,

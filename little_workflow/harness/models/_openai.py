@@ -33,6 +33,9 @@ from little_workflow.harness.models._messages import (
     ToolCall,
     Usage,
 )
+from little_workflow.harness.models._openai_stream import OpenAIStream
+from little_workflow.harness.models._provider import DeltaSink
+from little_workflow.harness.models._streaming import drive
 
 if TYPE_CHECKING:
     import httpx
@@ -279,6 +282,7 @@ def _response(data: dict[str, object], request: ModelRequest) -> ModelResponse:
             input_tokens=int(usage.get("prompt_tokens") or 0),
             output_tokens=int(usage.get("completion_tokens") or 0),
             cached_input_tokens=_detail(usage, "prompt_tokens_details", "cached_tokens"),
+            cache_write_tokens=_detail(usage, "prompt_tokens_details", "cache_write_tokens"),
             reasoning_tokens=_detail(usage, "completion_tokens_details", "reasoning_tokens"),
         ),
     )
@@ -357,9 +361,10 @@ class OpenAICompatibleProvider:
             f"api_key_env={self.api_key_env!r} ({key}))"
         )
 
-    async def complete(self, request: ModelRequest) -> ModelResponse:
-        """One Chat Completions call, retried as configured."""
-        data = await self._poster.post(_wire_request(request, self._max_tokens_param))
+    def _body(self, request: ModelRequest) -> dict[str, object]:
+        return _wire_request(request, self._max_tokens_param)
+
+    def _read(self, data: dict[str, object], request: ModelRequest) -> ModelResponse:
         try:
             return _response(data, request)
         except (TypeError, ValueError, ValidationError) as exc:
@@ -369,6 +374,20 @@ class OpenAICompatibleProvider:
                 provider=self.kind,
                 status=200,
             ) from exc
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        """One Chat Completions call, retried as configured."""
+        return self._read(await self._poster.post(self._body(request)), request)
+
+    async def stream(self, request: ModelRequest, on_delta: DeltaSink) -> ModelResponse:
+        """One streamed Chat Completions call: ``complete``'s answer, delta by delta.
+
+        Sent with ``stream_options.include_usage``, so the usage comes too. Retried as
+        configured until the first event; a failure after it is raised (retryable when
+        the stream was cut or the server said it failed), never retried here.
+        """
+        body = {**self._body(request), "stream": True, "stream_options": {"include_usage": True}}
+        return self._read(await drive(self._poster, body, OpenAIStream(), on_delta), request)
 
     async def aclose(self) -> None:
         """Close the connections this provider opened; idempotent."""

@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
-import re
 import threading
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Literal, TypeAlias, overload
@@ -27,18 +26,21 @@ from little_workflow.codec import sha256_digest
 from little_workflow.errors import ConfigError, ModelProviderError
 from little_workflow.harness.models._messages import (
     Message,
-    ModelDelta,
     ModelRequest,
     ModelResponse,
     ReasoningPart,
+    TextPart,
     Usage,
 )
+from little_workflow.harness.models._provider import DeltaSink
+from little_workflow.harness.models._streaming import GuardedSink, deltas_of
 
 __all__ = [
     "Script",
     "ScriptFunction",
     "ScriptReply",
     "ScriptedProvider",
+    "estimated_usage",
     "first_user_message",
     "scripted",
     "system_prompt",
@@ -52,14 +54,19 @@ __all__ = [
 #: * a ``ModelResponse``, used as it is;
 #: * a ``Message`` (role ``assistant``), or a ``str`` meaning an assistant text answer;
 #: * a ``dict`` shaped like a Message (``{"content": ..., "tool_calls": [...]}``; the role
-#:   defaults to ``assistant``, a tool call without ``id`` gets a deterministic one), or
-#:   like a ModelResponse (``{"message": {...}, "finish_reason": ..., "usage": {...}}``,
-#:   ``id`` and ``model`` optional), or an error ``{"error": {"status": 429, "message":
-#:   "..."}}`` which raises ``ModelProviderError`` (and which a fake server answers with
-#:   that HTTP status);
+#:   defaults to ``assistant``, a tool call without ``id`` gets a deterministic one;
+#:   ``"usage"`` may sit beside them), or like a ModelResponse (``{"message": {...},
+#:   "finish_reason": ..., "usage": {...}}``, ``id`` and ``model`` optional), or an error
+#:   ``{"error": {"status": 429, "message": "..."}}`` which raises ``ModelProviderError``
+#:   (and which a fake server answers with that HTTP status);
 #: * an exception instance, raised as it is.
 #:
-#: The dict forms are plain JSON, so a script can live in a file.
+#: ``"usage"`` is the ``Usage`` the answer reports (``{"input_tokens": 1200,
+#: "output_tokens": 80, "cached_input_tokens": 1000, "cache_write_tokens": 0,
+#: "reasoning_tokens": 30}``, any field left out is 0); the scripted provider returns it
+#: and the fake servers put it in their wire usage fields, so every provider reports the
+#: same. A reply without one reports ``estimated_usage``, never zero. The dict forms are
+#: plain JSON, so a script can live in a file.
 ScriptReply: TypeAlias = ModelResponse | Message | str | Mapping[str, object] | BaseException
 
 #: A function of the request that returns a reply; it may be ``async``.
@@ -68,6 +75,7 @@ ScriptFunction: TypeAlias = Callable[[ModelRequest], ScriptReply | Awaitable[Scr
 Sleep: TypeAlias = Callable[[float], Awaitable[None]]
 
 _PROVIDER = "scripted"
+_CHARACTERS_PER_TOKEN = 4
 
 
 def _invalid(index: int | None, problem: str) -> ModelProviderError:
@@ -144,6 +152,7 @@ def to_model_response(
     if isinstance(reply, BaseException):
         raise reply
     if isinstance(reply, ModelResponse):
+        _check_usage(reply.usage, index)
         return reply
     extra: Mapping[str, object] = {}
     if isinstance(reply, Mapping):
@@ -153,7 +162,10 @@ def to_model_response(
             extra = reply
             message = _message(reply["message"], request, index)
         else:
-            message = _message(reply, request, index)
+            # A message-shaped reply may say its usage beside the message's fields.
+            extra = {"usage": reply["usage"]} if "usage" in reply else {}
+            fields = {key: value for key, value in reply.items() if key != "usage"}
+            message = _message(fields, request, index)
     else:
         message = _message(reply, request, index)
     finish_reason = extra.get("finish_reason", extra.get("finishReason"))
@@ -170,18 +182,95 @@ def to_model_response(
             trusted=True,
         )
         response_id = f"scripted-{digest[7:27]}"
+    usage = extra.get("usage")
     try:
-        return ModelResponse.model_validate(
+        response = ModelResponse.model_validate(
             {
                 "id": response_id,
                 "model": extra.get("model", request.model),
                 "message": message,
                 "finish_reason": finish_reason,
-                "usage": extra.get("usage", Usage()),
+                "usage": estimated_usage(request, message) if usage is None else usage,
             }
         )
     except ValidationError as exc:
         raise _invalid(index, f"is not a valid response: {exc}") from exc
+    _check_usage(response.usage, index)
+    return response
+
+
+def _check_usage(usage: Usage, index: int | None) -> None:
+    # What a real API could not report, and what no wire format could carry back
+    # unchanged (Anthropic's input_tokens is the uncached rest of the input).
+    if usage.cached_input_tokens + usage.cache_write_tokens > usage.input_tokens:
+        raise _invalid(
+            index,
+            f"has a usage whose cached_input_tokens ({usage.cached_input_tokens}) and "
+            f"cache_write_tokens ({usage.cache_write_tokens}) add up to more than its "
+            f"input_tokens ({usage.input_tokens}), which count them",
+        )
+    if usage.reasoning_tokens > usage.output_tokens:
+        raise _invalid(
+            index,
+            f"has a usage whose reasoning_tokens ({usage.reasoning_tokens}) are more than "
+            f"its output_tokens ({usage.output_tokens}), which count them",
+        )
+
+
+def _tokens(characters: int) -> int:
+    return -(-characters // _CHARACTERS_PER_TOKEN)
+
+
+def _compact(value: object) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+
+
+def _calls_characters(message: Message) -> int:
+    return sum(len(call.name) + len(_compact(call.arguments)) for call in message.tool_calls)
+
+
+def _asked_characters(request: ModelRequest) -> int:
+    # What every wire format carries: the text, media and tool calls of each message,
+    # the tools offered. Not what one of them drops (a tool result's is_error on Chat
+    # Completions) or reshapes, so the fakes of both formats count what this one does.
+    count = 0
+    for message in request.messages:
+        for part in message.parts:
+            if isinstance(part, TextPart):
+                count += len(part.text)
+            elif not isinstance(part, ReasoningPart):  # earlier thinking is not input
+                count += len(part.data or part.url or "")
+        count += _calls_characters(message)
+    for tool in request.tools:
+        count += len(tool.name) + len(tool.description) + len(_compact(tool.parameters))
+    return count
+
+
+def estimated_usage(request: ModelRequest, message: Message) -> Usage:
+    """The usage a scripted answer reports when its reply says none: a plausible count.
+
+    About four characters a token, rounded up, and at least one: ``input_tokens`` from
+    the request (the text and media of its messages, their tool calls as name and JSON
+    arguments, the tools offered as name, description and JSON schema), plus four a
+    message for its role; ``output_tokens`` from the answer's text, reasoning and tool
+    calls; ``reasoning_tokens`` from its reasoning alone (0 without); nothing cached. A
+    function of the request and the answer only: a call re-issued after a crash
+    reports the same, and the fake servers, which count the request as it arrived,
+    report what the scripted provider does for a conversation their format carries
+    as it is (Anthropic's, for one, joins consecutive system messages).
+    """
+    reasoning = sum(
+        len(part.text or part.data or "")
+        for part in message.parts
+        if isinstance(part, ReasoningPart)
+    )
+    written = sum(len(part.text) for part in message.parts if isinstance(part, TextPart))
+    written += _calls_characters(message)
+    return Usage(
+        input_tokens=max(_tokens(_asked_characters(request)) + 4 * len(request.messages), 1),
+        output_tokens=max(_tokens(written + reasoning), 1),
+        reasoning_tokens=_tokens(reasoning),
+    )
 
 
 class Script:
@@ -277,43 +366,21 @@ class ScriptedProvider:
             await self._sleep(self.delay)
         return await self.script.respond(request)
 
-    async def stream(
-        self, request: ModelRequest, on_delta: Callable[[ModelDelta], Awaitable[None]]
-    ) -> ModelResponse:
-        """``complete``'s answer, handed to ``on_delta`` first as a model streams it.
+    async def stream(self, request: ModelRequest, on_delta: DeltaSink) -> ModelResponse:
+        """``complete``'s response, its pieces handed to ``on_delta`` first (``deltas_of``).
 
-        Reasoning, then the text a few words at a time, then each tool call's name and
-        arguments; the pieces of each kind join to the answer's.
+        The whole answer is made before the first delta: a script error is raised
+        before any, as a real server's refusal would be.
         """
         response = await self.complete(request)
-        message = response.message
-        if isinstance(message.content, tuple):
-            for part in message.content:
-                if isinstance(part, ReasoningPart) and part.text:
-                    for piece in _pieces(part.text):
-                        await on_delta(ModelDelta(kind="reasoning", text=piece))
-        for piece in _pieces(message.text or ""):
-            await on_delta(ModelDelta(kind="text", text=piece))
-        for index, call in enumerate(message.tool_calls):
-            await on_delta(
-                ModelDelta(
-                    kind="tool_call",
-                    index=index,
-                    tool_call_id=call.id,
-                    name=call.name,
-                    text=json.dumps(call.arguments, ensure_ascii=False),
-                )
-            )
+        sink = GuardedSink(on_delta, self.kind)
+        for delta in deltas_of(response):
+            await sink(delta)
+        sink.close()
         return response
 
     async def aclose(self) -> None:
         """Nothing to release."""
-
-
-def _pieces(text: str, words: int = 3) -> list[str]:
-    """``text`` in pieces of a few words each (with their spacing), joining to ``text``."""
-    tokens = re.findall(r"\S+\s*|\s+", text)
-    return ["".join(tokens[i : i + words]) for i in range(0, len(tokens), words)]
 
 
 # Helpers for a script written as a function of the request (``scripted(answer)``): what
