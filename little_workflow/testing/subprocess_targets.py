@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+from pathlib import Path
 from typing import Any
 
 from little_workflow.codec import JsonValue
@@ -17,9 +18,17 @@ __all__ = ["describe", "emit_bad_frame", "explode", "hold", "ticker"]
 
 
 async def ticker(child: ChildContext, input: Any) -> JsonValue:
-    """Emit ``{"i": 0..count-1}``, ``delay`` seconds apart; return ``{"done": count}``."""
+    """Emit ``{"i": 0..count-1}``, ``delay`` seconds apart; return ``{"done": count}``.
+
+    With ``hold_last`` (a path), the last frame waits until that file exists: a test can
+    be sure the child is still alive when it kills its host, however slowly it reads.
+    """
     count, delay = int(input["count"]), float(input.get("delay", 0))
+    hold = input.get("hold_last")
     for index in range(count):
+        if hold is not None and index == count - 1:
+            while not Path(hold).exists():  # noqa: ASYNC110, ASYNC240 (a tiny stat, polled)
+                await asyncio.sleep(0.01)
         await child.emit({"i": index})
         if delay:
             await asyncio.sleep(delay)

@@ -67,7 +67,10 @@ async def main(root: Path, transport: str, address: str, phase: str, count: int)
     if phase == "first":
         parent = harness.create_context(id="exec_host", cwd=str(root / "work"))
         spawned = harness.detached_spawn(
-            TARGET, {"count": count, "delay": 0.002}, parent, cwd_init=str(root / "work")
+            TARGET,
+            {"count": count, "delay": 0.002, "hold_last": str(root / "release")},
+            parent,
+            cwd_init=str(root / "work"),
         )
         child = await spawned.started()
         assert isinstance(child, LocalHandle)
