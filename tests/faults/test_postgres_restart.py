@@ -9,8 +9,10 @@ little time, a ``disrupt`` step whose callable the test supplies, and ten more.
 * **Between two commits** the restart must not be seen: the run pauses until the server
   is back and continues on new connections, to the same events and output as an
   undisturbed run.
-* **During a commit** (the append blocked on a row lock the test holds, so the restart
-  surely lands inside it) the run fails with ``StorageUnavailableError``, never a raw
+* **During a commit** (the append blocked on a row lock that a prepared transaction
+  holds, so the restart surely lands inside it: a prepared transaction outlives the
+  restart, where a session's lock would be released by its own termination and could
+  let the append commit first) the run fails with ``StorageUnavailableError``, never a raw
   ``psycopg`` error or a hang, and ``Runtime.resume`` then completes it.
 * **A crash after a write-behind commit**: events committed without waiting for the
   disk (``synchronous_commit`` off; the WAL writer is slowed so they are still in memory)
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -45,11 +48,13 @@ OUTPUT = sum(range(1, 21))
 # The WAL writer flushes async commits every wal_writer_delay; slowed to its maximum so
 # that a write-behind commit is surely still in memory when the server crashes.
 SLOW_WAL_WRITER = "wal_writer_delay=10s"
+# Room for the prepared transaction that holds the run's row lock across a restart.
+PREPARED = "max_prepared_transactions=4"
 
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[PrivateCluster]:
-    server = PrivateCluster(SLOW_WAL_WRITER)
+    server = PrivateCluster(SLOW_WAL_WRITER, PREPARED)
     reason = server.start()
     if reason is not None:
         server.remove()
@@ -152,19 +157,26 @@ async def test_a_restart_during_a_commit_fails_typed_and_resumes(
     schema = f"during_{mode}"
     done: list[str] = []
     threads: list[threading.Thread] = []
-    holders: list[psycopg.Connection[Any]] = []
+    held = f"lw_hold_{mode}"
 
     def disrupt() -> None:
         if threads:
             return  # the resumed run calls it again: the server is left alone
-        # Lock the run's row, so this step's completion (the next append) waits inside
-        # the server until the restart ends its connection.
-        holder = psycopg.connect(cluster.url)
-        holder.execute(f"SELECT 1 FROM {schema}.runs WHERE run_id = 'r1' FOR UPDATE")
-        holders.append(holder)
+        # Lock the run's row in a prepared transaction, so this step's completion (the
+        # next append) waits inside the server until the restart ends its connection,
+        # and still cannot commit if the restart ends the other connections first.
+        with psycopg.connect(cluster.url) as holder:
+            holder.execute(f"SELECT 1 FROM {schema}.runs WHERE run_id = 'r1' FOR UPDATE")
+            holder.execute(f"PREPARE TRANSACTION '{held}'")
         thread = threading.Thread(target=_restart_once_blocked, args=(cluster, mode, done))
         thread.start()
         threads.append(thread)
+
+    def release() -> None:
+        with psycopg.connect(cluster.url, autocommit=True) as conn:
+            prepared = conn.execute("SELECT 1 FROM pg_prepared_xacts WHERE gid = %s", (held,))
+            if prepared.fetchone() is not None:
+                conn.execute(f"ROLLBACK PREPARED '{held}'")
 
     try:
         async with _runtime(tmp_path, _store(cluster, schema), disrupt) as rt:
@@ -173,11 +185,12 @@ async def test_a_restart_during_a_commit_fails_typed_and_resumes(
             assert "append" in str(caught.value)
             await asyncio.to_thread(threads[0].join, 60)
             assert done == ["restarted"]
+            await asyncio.to_thread(release)
             result = await asyncio.wait_for(rt.resume("r1"), 60)
             events = await rt.events.read("r1")
     finally:
-        for holder in holders:
-            holder.close()
+        with contextlib.suppress(psycopg.Error):
+            await asyncio.to_thread(release)
     assert result.status is RunStatus.COMPLETED
     assert result.output == OUTPUT
     _check_log(events, undisturbed)
