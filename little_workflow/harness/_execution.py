@@ -16,7 +16,7 @@ a crash rebuilds the child's conversation from the replays of its leaf steps.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -53,7 +53,14 @@ from little_workflow.harness._graph import (
 from little_workflow.harness._redaction import has_redacted_arguments
 from little_workflow.harness._slots import resolve_slot
 from little_workflow.harness._spawning import AGENT_RUNNER, dispatch, spawn_metadata, step_handle_id
-from little_workflow.harness.models import Message, ModelRequest, ModelResponse
+from little_workflow.harness.models import (
+    FilePart,
+    ImagePart,
+    Message,
+    ModelRequest,
+    ModelResponse,
+    TextPart,
+)
 from little_workflow.harness.models import call_model as ask_provider
 from little_workflow.platform import InProcessAdapter, SpawnSpec, reference_of
 from little_workflow.platform._threads import call_user
@@ -114,10 +121,12 @@ def _inherited(context: Context | None, store: str) -> Any:
     raise ConfigError(f"this agent has no {store} store: run it inside a workflow run")
 
 
-def input_message(value: JsonValue) -> Message:
-    """The user message that carries an execution's input."""
+def input_message(value: JsonValue, attachments: Sequence[ImagePart | FilePart] = ()) -> Message:
+    """The user message that carries an execution's input (and the parts sent with it)."""
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-    return Message(role="user", content=text)
+    if not attachments:
+        return Message(role="user", content=text)
+    return Message(role="user", content=(TextPart(text=text), *attachments))
 
 
 def _content(value: JsonValue) -> str:

@@ -58,7 +58,7 @@ from little_workflow.harness._slots import ModelSlot
 from little_workflow.harness._spawning import AGENT_RUNNER, durable_adapter, spawn_metadata
 from little_workflow.harness._tool_registry import ToolRegistry
 from little_workflow.harness._tools import Tool
-from little_workflow.harness.models import ToolSpec
+from little_workflow.harness.models import FilePart, ImagePart, ToolSpec
 from little_workflow.ids import new_id, validate_id
 from little_workflow.platform import (
     InProcessAdapter,
@@ -305,9 +305,15 @@ class AgentHarness:
         ctx.checkpointer = checkpoint
 
     async def execute(
-        self, ctx: Context, input: JsonValue = None, *, recorder: Recorder | None = None
+        self,
+        ctx: Context,
+        input: JsonValue = None,
+        *,
+        recorder: Recorder | None = None,
+        attachments: Sequence[ImagePart | FilePart] = (),
     ) -> JsonValue:
-        """Run the agent graph in ``ctx``; ``input``, if given, is appended as a user message.
+        """Run the agent graph in ``ctx``; ``input``, if given, is appended as a user message
+        (its text, then ``attachments``: images and files sent with it).
 
         ``recorder`` makes the execution durable (see ``durable._recorder``). Without one,
         a harness with a checkpoint store keeps the execution's step ledger (recorded
@@ -326,7 +332,14 @@ class AgentHarness:
             return await self._run(ctx, root, run_input, recorder=recorder)
         graph_id = self.agent_graph.id
         root = graph_id if len(ctx.items) == 0 else f"{graph_id}@{len(ctx.items)}"
-        return await self._run(ctx, root, input, recorder=recorder, append_input=input is not None)
+        return await self._run(
+            ctx,
+            root,
+            input,
+            recorder=recorder,
+            append_input=input is not None,
+            attachments=attachments,
+        )
 
     async def _run(
         self,
@@ -336,6 +349,7 @@ class AgentHarness:
         *,
         recorder: Recorder | None,
         append_input: bool = False,
+        attachments: Sequence[ImagePart | FilePart] = (),
     ) -> JsonValue:
         """Run the graph at path ``root`` (``None``: the latest turn the ledger recorded)."""
         # A layer added after the context was built: refused before anything runs, not
@@ -376,7 +390,7 @@ class AgentHarness:
             ctx.items.replay_from(start + (input is not None))
         try:
             if append_input:
-                await run.append(ctx, [Item(message=input_message(input))])
+                await run.append(ctx, [Item(message=input_message(input, attachments))])
             output = await run.run_step(self.agent_graph, root)
         except BaseException:
             # What was in flight when it raised: a snapshot's frontier, and where a later

@@ -387,6 +387,11 @@ class AgentStep(_ActionStep):
     slot: StrictStr
     instructions: StrictStr | None = None
     prompt: JsonValue = None
+    #: Images and files sent with the prompt, in order: each a template whose value is a
+    #: part, ``{"type": "image" | "file", "mediaType": ..., "data": <base64> | "url": ...,
+    #: "filename": ...}`` (a file's name optional). Rendered like the prompt, checked when
+    #: the step runs (``InvalidValueError`` naming the step and the attachment).
+    attachments: tuple[JsonValue, ...] = ()
     #: Tools offered, by name (``Runtime(tools=[...])``).
     tools: tuple[StrictStr, ...] = ()
     #: For an orchestrator: the workflows ``start_workflow`` may start (registered names
@@ -444,8 +449,9 @@ class AgentStep(_ActionStep):
         return self
 
     def template_values(self) -> list[tuple[str, JsonValue]]:
-        """``prompt``, ``instructions`` and ``with``."""
+        """``prompt``, ``attachments``, ``instructions`` and ``with``."""
         values: list[tuple[str, JsonValue]] = [("prompt", self.prompt)]
+        values += [(f"attachments[{i}]", item) for i, item in enumerate(self.attachments)]
         if self.instructions is not None:
             values.append(("instructions", self.instructions))
         values.append(("with", dict(self.with_)))

@@ -16,19 +16,22 @@ a route) and ``fixer`` (consulted when a step fails for good).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
+
+from pydantic import Field, TypeAdapter, ValidationError
 
 from little_workflow.artifacts import StepArtifacts
 from little_workflow.codec import JsonValue
 from little_workflow.errors import ConfigError, InvalidValueError, StorageError, ToolArgumentsError
 from little_workflow.events import HarnessSessionCompleted, HarnessSessionStarted
 from little_workflow.harness._manifest import drift_error, manifest_hash
-from little_workflow.harness.models import ResponseFormat
+from little_workflow.harness.models import FilePart, ImagePart, ResponseFormat
 from little_workflow.ids import new_id
 from little_workflow.lwir import AgentStep, DecisionStep, FixerPolicy, StepBase
 from little_workflow.runtime._ask_user import ask_user_hook, ask_user_tool
@@ -150,6 +153,7 @@ async def run_session(
     instructions: str | None,
     graph: GraphStep,
     toolset: Toolset | None = None,
+    attachments: Sequence[ImagePart | FilePart] = (),
 ) -> JsonValue:
     """Run (or resume) one harness session of the run; its final answer.
 
@@ -196,7 +200,34 @@ async def run_session(
     ctx.artifacts = StepArtifacts(runtime.artifacts, execution.run_id, session_id)
     ctx.memory = runtime.memory.bound(execution.run_id, session_id)
     recorder = SessionRecorder(execution.writer, execution.state, session_id)
-    return await harness.execute(ctx, prompt, recorder=recorder)
+    return await harness.execute(ctx, prompt, recorder=recorder, attachments=attachments)
+
+
+@functools.cache
+def _media() -> TypeAdapter[ImagePart | FilePart]:
+    # Built on first use: the part models' schemas are deferred (see ``little_workflow.events``).
+    return TypeAdapter(Annotated[ImagePart | FilePart, Field(discriminator="type")])
+
+
+def attachment_part(value: object, where: str) -> ImagePart | FilePart:
+    """The image or file part an agent step's rendered attachment stands for."""
+    if isinstance(value, ImagePart | FilePart):
+        return value
+    try:
+        part = _media().validate_python(value)
+        if part.data is not None:
+            part.decoded()  # base64 a provider would refuse is refused here, named
+    except (ValidationError, ValueError) as exc:
+        why = (
+            "; ".join(str(error["msg"]) for error in exc.errors())
+            if isinstance(exc, ValidationError)
+            else f"data is not base64 ({exc})"
+        )
+        raise InvalidValueError(
+            f'{where}: an attachment is an image or file part, {{"type": "image" | '
+            f'"file", "mediaType": ..., "data": <base64> or "url": ...}}: {why}'
+        ) from exc
+    return part
 
 
 def _slot_name(step: StepBase, role: str) -> str | None:
@@ -368,6 +399,13 @@ async def run_agent_step(
         graph = planner_graph(step.slot, tools, step.max_turns)
 
     async def call(_attempt: int, _arguments: object) -> JsonValue:
+        # Checked inside the step, so a malformed one fails it (recorded), like its calls.
+        attachments = tuple(
+            attachment_part(
+                render(item, step, path, f"attachments[{i}]"), f"{path}.attachments[{i}]"
+            )
+            for i, item in enumerate(step.attachments)
+        )
         answer = await run_session(
             session,
             session_id=path,
@@ -377,6 +415,7 @@ async def run_agent_step(
             instructions=instructions,
             graph=graph,
             toolset=toolset,
+            attachments=attachments,
         )
         if step.output == "json" and step.role != "planner" and step.output_schema is None:
             return parse_json_answer(answer, f"agent {path!r}")

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ValidationError
 
 from little_workflow.codec import JsonValue
 from little_workflow.errors import ConfigError, InvalidValueError
+from little_workflow.harness.models import FilePart, ImagePart
 from little_workflow.lwir import AgentStep, DecisionAgent, DecisionStep, RetryPolicy
 from little_workflow.runtime._code_api import WorkflowSpec, workflow_spec
 from little_workflow.runtime._code_waits import seconds_of
@@ -71,11 +72,22 @@ def _output(slot: str, output: AgentOutput) -> tuple[type[BaseModel] | None, dic
     return None, None
 
 
+def _attachment(slot: str, part: object) -> JsonValue:
+    if not isinstance(part, ImagePart | FilePart):
+        raise InvalidValueError(
+            f"ctx.agent({slot!r}) attachments: ImagePart or FilePart objects, not "
+            f"{type(part).__name__}"
+        )
+    value: JsonValue = part.model_dump(mode="json", by_alias=True, exclude_none=True)
+    return value
+
+
 def agent_step(
     step_name: str,
     slot: str,
     *,
     prompt: str,
+    attachments: Sequence[ImagePart | FilePart] = (),
     tools: Sequence[str | Callable[..., Any]],
     instructions: str | None,
     output: AgentOutput,
@@ -94,6 +106,7 @@ def agent_step(
             id=step_name,
             slot=slot,
             prompt=prompt,
+            attachments=tuple(_attachment(slot, part) for part in attachments),
             tools=tool_names(tools),
             instructions=instructions,
             output="json" if schema is not None else output,

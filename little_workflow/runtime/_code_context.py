@@ -47,6 +47,7 @@ from little_workflow.runtime._code_waits import code_wait, payload, seconds_of, 
 
 if TYPE_CHECKING:
     from little_workflow.harness._tools import Tool
+    from little_workflow.harness.models import FilePart, ImagePart
 
 __all__ = ["CallScope", "Driver", "WorkflowContext"]
 
@@ -286,6 +287,7 @@ class WorkflowContext:
         *,
         prompt: str,
         output: type[M],
+        attachments: Sequence[ImagePart | FilePart] = (),
         tools: Sequence[str | Callable[..., Any]] = (),
         instructions: str | None = None,
         output_tries: int = 3,
@@ -304,6 +306,7 @@ class WorkflowContext:
         slot: str,
         *,
         prompt: str,
+        attachments: Sequence[ImagePart | FilePart] = (),
         tools: Sequence[str | Callable[..., Any]] = (),
         instructions: str | None = None,
         output: Literal["text", "json"] | Mapping[str, Any] = "text",
@@ -322,6 +325,7 @@ class WorkflowContext:
         slot: str,
         *,
         prompt: str,
+        attachments: Sequence[ImagePart | FilePart] = (),
         tools: Sequence[str | Callable[..., Any]] = (),
         instructions: str | None = None,
         output: AgentOutput = "text",
@@ -342,7 +346,8 @@ class WorkflowContext:
         does not match is sent back with what is wrong (at most ``output_tries`` answers
         in all, each a committed call), and the answer is the JSON value, or an instance
         of the model. ``OutputValidationError`` (in a ``StepFailedError``) when no try
-        matched.
+        matched. ``attachments`` (``ImagePart``, ``FilePart``) are sent with the prompt,
+        after its text; large ones are stored once, by content, like any large payload.
 
         Layer C: every model and tool call is committed, and replayed on resume. The
         agent's path is ``name`` (default: the slot's name); ``max_visits`` as ``@step``'s.
@@ -357,6 +362,7 @@ class WorkflowContext:
             step_name,
             slot,
             prompt=prompt,
+            attachments=attachments,
             tools=tools,
             instructions=instructions,
             output=output,

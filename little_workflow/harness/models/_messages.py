@@ -106,7 +106,7 @@ class _Media(_Model):
     @model_validator(mode="after")
     def _one_source(self) -> Self:
         if (self.data is None) == (self.url is None):
-            raise ValueError(f"a {self.__class__.__name__} has either data or url, not both")
+            raise ValueError(f"{self.__class__.__name__} takes either data or url, not both")
         return self
 
     def decoded(self) -> bytes:
