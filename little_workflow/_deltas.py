@@ -95,6 +95,15 @@ class DeltaStream:
         """Stop watching; iteration ends after what is buffered."""
         self._offer(_END)
 
+    def pending(self) -> list[RunDelta]:
+        """What is buffered now, taken without waiting (for a display that polls)."""
+        items: list[RunDelta] = []
+        while not self._queue.empty():
+            item = self._queue.get_nowait()
+            if not isinstance(item, _End):  # a closed, empty stream stops iterating anyway
+                items.append(item)
+        return items
+
     def __aiter__(self) -> AsyncIterator[RunDelta]:
         return self
 

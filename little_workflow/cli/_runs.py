@@ -55,7 +55,8 @@ def progress_option(function: Any) -> Any:
     return click.option(
         "--progress/--no-progress",
         default=None,
-        help="Show the steps as they run on stderr [default: on a terminal].",
+        help="Show the steps, and the model answers as they stream in, on stderr "
+        "[default: on a terminal].",
     )(function)
 
 
@@ -68,7 +69,8 @@ async def _progress(runtime: Any, run_id: str, wanted: bool | None) -> AsyncIter
         return
     from little_workflow.cli._progress import show_progress
 
-    async with show_progress(runtime.events, run_id):
+    # Watching the run's answers makes its model calls stream (docs/models.md#streaming).
+    async with show_progress(runtime.events, run_id, deltas=runtime.deltas(run_id)):
         yield
 
 
