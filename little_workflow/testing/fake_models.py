@@ -46,7 +46,7 @@ In a test::
 As a separate process (for tests that kill the client)::
 
     python -m little_workflow.testing.fake_models --port 0 --script replies.json \\
-        --count-file calls.txt [--api-key-env NAME] [--delay SECONDS]
+        --count-file calls.txt [--api-key-env NAME] [--delay SECONDS] [--event-delay S]
 
 prints its URL on the first line of stdout and serves until terminated. The script file
 holds a JSON list of replies (see ``ScriptReply``), or ``{"replies": [...], "index_by":
@@ -289,7 +289,11 @@ def _stream_events(wire: Wire, request_body: Any, answer: Mapping[str, Any]) -> 
 
 
 def _send_stream(
-    handler: BaseHTTPRequestHandler, wire: Wire, events: list[str], fault: _StreamFault | None
+    handler: BaseHTTPRequestHandler,
+    wire: Wire,
+    events: list[str],
+    fault: _StreamFault | None,
+    pause: float = 0.0,
 ) -> None:
     """``events`` as a chunked ``text/event-stream``, each flushed as it goes.
 
@@ -312,7 +316,9 @@ def _send_stream(
                 if wire == "openai"
                 else anthropic_error_event(anthropic_error_body(fault.status, message))
             )
-    for event in events:
+    for index, event in enumerate(events):
+        if pause and index:
+            time.sleep(pause)
         data = event.encode("utf-8")
         handler.wfile.write(f"{len(data):x}\r\n".encode("ascii") + data + b"\r\n")
         handler.wfile.flush()
@@ -333,8 +339,9 @@ class FakeModelServer:
     credential that was wrong and shows it masked (``sk-***1234``);
     ``echo_credentials`` makes it quote the credential whole, as some careless servers
     do, to test that clients redact it.
-    ``delay`` seconds pass (really) before each answer: for tests that kill a client
-    while a call is in flight. ``count_file`` gets one JSON line per request, written
+    ``delay`` seconds pass (really) before each answer, and ``event_delay`` between two
+    events of a streamed one: for tests that kill a client while a call is in flight, or
+    in the middle of its stream. ``count_file`` gets one JSON line per request, written
     when the request arrives, before any answer.
     """
 
@@ -346,6 +353,7 @@ class FakeModelServer:
         echo_credentials: bool = False,
         count_file: str | os.PathLike[str] | None = None,
         delay: float = 0.0,
+        event_delay: float = 0.0,
         host: str = "127.0.0.1",
         port: int = 0,
         index_by: Literal["call", "turn"] = "call",
@@ -355,6 +363,7 @@ class FakeModelServer:
         self.echo_credentials = echo_credentials
         self.count_file = Path(count_file) if count_file is not None else None
         self.delay = delay
+        self.event_delay = event_delay
         self._address = (host, port)
         self._lock = threading.Lock()
         self._seq = 0
@@ -622,7 +631,9 @@ class FakeModelServer:
         elif answer.status == 200 and wire is not None and _streams(body):
             with self._lock:
                 fault = self._stream_faults.pop(0) if self._stream_faults else None
-            _send_stream(handler, wire, _stream_events(wire, body, answer.body), fault)
+            _send_stream(
+                handler, wire, _stream_events(wire, body, answer.body), fault, self.event_delay
+            )
         else:
             _send(handler, answer.status, answer.body, answer.headers)
 
@@ -657,6 +668,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--api-key-env", help="require the key held by this variable")
     parser.add_argument("--echo-credentials", action="store_true")
     parser.add_argument("--delay", type=float, default=0.0, help="seconds before each answer")
+    parser.add_argument(
+        "--event-delay", type=float, default=0.0, help="seconds between two streamed events"
+    )
     parser.add_argument("--index-by", choices=("call", "turn"), default="call")
     args = parser.parse_args(argv)
     api_key = os.environ.get(args.api_key_env) if args.api_key_env else None
@@ -668,6 +682,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         echo_credentials=args.echo_credentials,
         count_file=args.count_file,
         delay=args.delay,
+        event_delay=args.event_delay,
         host=args.host,
         port=args.port,
     )
