@@ -8,6 +8,7 @@ and Anthropic wire formats, so the usage is what a provider reported on the wire
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -20,10 +21,18 @@ from little_workflow.harness.models import (
     AnthropicProvider,
     OpenAICompatibleProvider,
     Usage,
+    scripted,
 )
 from little_workflow.runtime import Runtime
 from little_workflow.testing.fake_models import FakeModelServer
-from little_workflow.views import ModelPrice, UsageTotals, parse_prices, read_usage
+from little_workflow.views import (
+    ModelPrice,
+    UsageFold,
+    UsageTotals,
+    parse_prices,
+    read_usage,
+    usage_report,
+)
 from tests.runtime.support import cli
 from tests.usage.flows import FLOWS, SETUP, USAGES, respond, stamp
 
@@ -251,3 +260,41 @@ async def test_usage_reported_on_the_wire_is_what_the_report_adds_up(
     assert report.by_slot["tally"].cost == pytest.approx((100 * 1.0 + 10 * 2.0) / 1e6)
     assert report.by_slot["other"].cost is None
     assert report.replayed == UsageTotals()
+
+
+def test_a_fork_does_not_pay_for_what_it_copied(tmp_path: Path) -> None:
+    run(tmp_path, "usage.yaml", "run_u")
+    forked = cli(tmp_path, "--setup", SETUP, "fork", "run_u", "--at", "second")
+    assert forked.returncode == 0, forked.stderr
+    found = re.search(r"into run '([^']+)'", forked.stderr)
+    assert found, forked.stderr
+    usage = show(tmp_path, found.group(1))["usage"]
+    # The first step's answer was paid by run_u; the fork paid for the second step only.
+    assert usage["copied"] == tokens(FIRST)
+    assert usage["paid"] == tokens(SECOND, calls=2)
+    assert usage["byStep"] == {"second": tokens(SECOND, calls=2)}
+    assert usage["replayed"] == tokens(FIRST)
+    [only] = usage["passes"]
+    assert (only["paid"], only["replayed"]) == (tokens(SECOND, calls=2), tokens(FIRST))
+    assert show(tmp_path, "run_u")["usage"]["paid"] == tokens(ALL, calls=3)
+
+
+async def test_the_fold_kept_open_gives_the_report_of_the_whole_log(tmp_path: Path) -> None:
+    slots = {
+        name: ModelSlot(provider=scripted(respond), model=f"{name}-model")
+        for name in ("tally", "other")
+    }
+    async with Runtime(tmp_path, model_slots=slots, tools=[stamp]) as runtime:
+        await runtime.run(FLOWS / "usage.yaml", None, run_id="run_f")
+        records = await runtime.events.read("run_f")
+        whole = usage_report(records)
+        assert whole == await read_usage(runtime.events, "run_f")
+    assert (whole.paid.calls, whole.paid.total_tokens) == (3, 660)
+    for cut in range(len(records) + 1):
+        fold = UsageFold("run_f")
+        for record in records[:cut]:
+            fold.add(record)
+        fold.report()  # a report half-way changes nothing of the fold
+        for record in records[cut:]:
+            fold.add(record)
+        assert fold.report() == whole

@@ -63,8 +63,12 @@ def _reply(key: str) -> ScriptReply:
     return {"content": "one" if key == "first#0" else "two", "usage": usage}
 
 
-async def _held(key: str) -> ScriptReply:
+def _mark() -> None:
     Path(os.environ[MARK_ENV]).write_text(f"{os.getpid()}\n")
+
+
+async def _held(key: str) -> ScriptReply:
+    _mark()
     await asyncio.sleep(120)
     raise TimeoutError(f"the test never killed the process held at {key!r}")
 
