@@ -500,7 +500,11 @@ class RunReader:
         read = self.log.read if self._payloads is None else self._payloads.read_stored
         for record in await read(run_id, after=state.last_seq):
             apply(state, record)
-            usage.add(await self._with_response(record))
+            usage.add(
+                await self._with_response(record)
+                if isinstance(record.event, HarnessModelResponded)
+                else record
+            )
         if state.last_seq == 0:
             raise CorruptDataError(f"run {run_id!r} has no events")
         self._states[run_id] = state

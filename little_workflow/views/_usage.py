@@ -172,10 +172,28 @@ class UsageTotals:
 
 
 def _total(items: Iterable[UsageTotals]) -> UsageTotals:
-    total = UsageTotals()
+    # One pass, one object: a runs list adds up every listed run's calls.
+    calls = input_tokens = output_tokens = cached = written = reasoning = unpriced = 0
+    cost: float | None = 0.0
     for item in items:
-        total = total + item
-    return total
+        calls += item.calls
+        input_tokens += item.input_tokens
+        output_tokens += item.output_tokens
+        cached += item.cached_input_tokens
+        written += item.cache_write_tokens
+        reasoning += item.reasoning_tokens
+        unpriced += item.unpriced_calls
+        cost = None if cost is None or item.cost is None else cost + item.cost
+    return UsageTotals(
+        calls=calls,
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        cached_input_tokens=cached,
+        cache_write_tokens=written,
+        reasoning_tokens=reasoning,
+        cost=cost,
+        unpriced_calls=unpriced,
+    )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
