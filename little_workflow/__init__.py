@@ -155,6 +155,7 @@ if TYPE_CHECKING:
         open_event_log,
         open_storage,
     )
+    from little_workflow.views import ModelPrice, UsageReport, UsageTotals, read_usage
 
 _EXPORTS: dict[str, tuple[str, ...]] = {
     "little_workflow.artifacts": (
@@ -299,6 +300,12 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "open_event_log",
         "open_storage",
     ),
+    "little_workflow.views": (
+        "ModelPrice",
+        "UsageReport",
+        "UsageTotals",
+        "read_usage",
+    ),
 }
 
 __version__ = "0.1.0.dev0"
@@ -365,6 +372,7 @@ __all__ = [
     "MemoMismatchError",
     "MemoryStore",
     "MissingExtraError",
+    "ModelPrice",
     "ModelProviderError",
     "ModelSlot",
     "NonDeterminismError",
@@ -407,6 +415,8 @@ __all__ = [
     "ToolStep",
     "UnknownEventTypeError",
     "UnknownFrameTypeError",
+    "UsageReport",
+    "UsageTotals",
     "Worker",
     "Workflow",
     "WorkflowContext",
@@ -426,6 +436,7 @@ __all__ = [
     "open_event_log",
     "open_storage",
     "parse_workflow",
+    "read_usage",
     "reattach_live_children",
     "sha256_digest",
     "side_effect",

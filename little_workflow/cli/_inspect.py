@@ -18,6 +18,7 @@ import click
 from little_workflow.cli._main import Options, execute, print_json
 from little_workflow.cli._runs import _runtime
 from little_workflow.cli._tables import print_table, stdout_console
+from little_workflow.cli._usage import usage_lines
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -108,12 +109,22 @@ def runs(
             _status_text(summary),
             "?" if summary.steps_done is None else str(summary.steps_done),
             str(summary.events),
+            "?" if summary.usage is None else str(summary.usage.paid.total_tokens),
             _when(summary.created_at),
             _duration(summary.updated_at - summary.created_at),
         )
         for summary in found
     ]
-    columns = ("run", "workflow", "status", "steps done", "events", "started", "duration")
+    columns = (
+        "run",
+        "workflow",
+        "status",
+        "steps done",
+        "events",
+        "tokens",
+        "started",
+        "duration",
+    )
     print_table(columns, rows, "no runs")
 
 
@@ -163,12 +174,16 @@ def waiting_line(options: Options, run_id: str, waiting: Mapping[str, JsonValue]
     )
 
 
-def _reader(runtime: Runtime) -> RunReader:
-    """The read model over ``runtime``'s store, telling interrupted runs from running ones."""
-    from little_workflow.views import RunReader
+def _reader(runtime: Runtime, prices: Path | None = None) -> RunReader:
+    """The read model over ``runtime``'s store, telling interrupted runs from running ones
+    (and costing model usage with the price table in the file ``prices``)."""
+    from little_workflow.views import RunReader, load_prices
 
     return RunReader(
-        runtime.events, interrupted=runtime.interrupted_runs, waiting=runtime.waiting_runs
+        runtime.events,
+        interrupted=runtime.interrupted_runs,
+        waiting=runtime.waiting_runs,
+        prices=None if prices is None else load_prices(prices),
     )
 
 
@@ -328,15 +343,23 @@ def _print_event(record: RecordedEvent, as_json: bool) -> None:
 @click.command()
 @click.argument("run_id")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
+@click.option(
+    "--prices",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="A price table (TOML, or .json) per model id, per million tokens: the usage "
+    "section shows cost for the models it prices (docs/usage.md).",
+)
 @click.pass_obj
-def show(options: Options, *, run_id: str, as_json: bool) -> None:
-    """Show RUN_ID's steps as a tree: paths, visits, statuses, attempts, timings."""
+def show(options: Options, *, run_id: str, as_json: bool, prices: Path | None) -> None:
+    """Show RUN_ID's steps as a tree: paths, visits, statuses, attempts, timings, and
+    its model usage (tokens per slot and step, paid and replayed)."""
     from little_workflow.errors import ConfigError
     from little_workflow.views import step_tree
 
     async def work() -> RunView:
         async with _runtime(options) as runtime:
-            view = await _reader(runtime).view(run_id)
+            view = await _reader(runtime, prices).view(run_id)
             if view is None:
                 raise ConfigError(f"there is no run {run_id!r} in this store", code="run_not_found")
             return view
@@ -356,6 +379,7 @@ def show(options: Options, *, run_id: str, as_json: bool) -> None:
                 "steps": [row.to_json() for row in view.steps],
                 "subRuns": [sub.to_json() for sub in view.sub_runs],
                 "code": view.run.get("code"),
+                "usage": view.usage.to_json(),
             }
         )
         return
@@ -404,6 +428,8 @@ def show(options: Options, *, run_id: str, as_json: bool) -> None:
     if code is not None:
         for line in _code_lines(code):
             console.print(line, markup=False)
+    for line in usage_lines(view.usage):
+        console.print(line, markup=False)
     # Sub-runs an agent started (an orchestrator's start_workflow) hang off no step path.
     by_step = {row.sub_run_id for row in view.steps if row.sub_run_id}
     started = [sub for sub in view.sub_runs if sub.run_id not in by_step]

@@ -23,9 +23,10 @@ from typing import Any, Final, Literal, TypeAlias, cast
 
 from little_workflow.codec import JsonValue
 from little_workflow.errors import CorruptDataError
-from little_workflow.events import RecordedEvent, RunStatus
+from little_workflow.events import HarnessModelResponded, RecordedEvent, RunStatus
 from little_workflow.runtime import RunState, apply
 from little_workflow.storage import EventLog, PayloadLog, RunInfo
+from little_workflow.views._usage import PriceTable, UsageFold, UsageReport
 
 __all__ = [
     "INTERRUPTED",
@@ -258,6 +259,9 @@ class RunSummary:
     #: What this run waits for (docs/waits.md), or ``None``: ``{"path", "kind", "event",
     #: "since", "wakeAt"}`` (``event`` ``None`` for a timer).
     waiting: Mapping[str, JsonValue] | None = None
+    #: This run's own model usage (``paid``, ``replayed``; its sub-runs are rows of
+    #: their own), ``None`` when the log could not be folded.
+    usage: UsageReport | None = None
 
     @property
     def finished(self) -> bool:
@@ -292,7 +296,16 @@ class RunSummary:
             "stepsDone": self.steps_done,
             "createdAt": self.created_at,
             "updatedAt": self.updated_at,
+            "usage": None if self.usage is None else _usage_totals(self.usage),
         }
+
+
+def _usage_totals(report: UsageReport) -> dict[str, Any]:
+    return {
+        "paid": report.paid.to_json(),
+        "replayed": report.replayed.to_json(),
+        "interrupted": report.interrupted,
+    }
 
 
 def _waiting_json(record: Mapping[str, JsonValue]) -> dict[str, JsonValue]:
@@ -317,6 +330,7 @@ def _summary(
     state: RunState | None,
     interruption: str | None,
     waiting: Mapping[str, JsonValue] | None = None,
+    usage: UsageReport | None = None,
 ) -> RunSummary:
     return RunSummary(
         run_id=info.run_id,
@@ -329,6 +343,7 @@ def _summary(
         updated_at=max(info.updated_at, state.updated_at if state is not None else 0.0),
         interruption=interruption,
         waiting=waiting,
+        usage=usage,
     )
 
 
@@ -373,15 +388,19 @@ class RunView:
     #: Harness sessions with their model and tool calls.
     sessions: list[dict[str, Any]]
     sub_runs: list[RunSummary]
+    #: Model usage of the run and, in ``sub_runs``, of its sub-runs (docs/usage.md).
+    usage: UsageReport
 
     def to_json(self) -> dict[str, Any]:
-        """The view as one JSON object: ``run``, ``steps``, ``tree``, ``sessions``, ``subRuns``."""
+        """The view as one JSON object: ``run``, ``steps``, ``tree``, ``sessions``,
+        ``subRuns``, ``usage``."""
         return {
             "run": {**self.summary.to_json(), **self.run},
             "steps": [row.to_json() for row in self.steps],
             "tree": [node.to_json() for node in step_tree(self.steps)],
             "sessions": self.sessions,
             "subRuns": [sub.to_json() for sub in self.sub_runs],
+            "usage": self.usage.to_json(),
         }
 
 
@@ -454,10 +473,14 @@ class RunReader:
         cache_size: int = 256,
         interrupted: FindInterrupted | None = None,
         waiting: FindWaiting | None = None,
+        prices: PriceTable | None = None,
     ) -> None:
         self.log = log
         self._cache_size = cache_size
         self._states: OrderedDict[str, RunState] = OrderedDict()
+        #: Beside each cached state, the usage fold of the same events.
+        self._usage: dict[str, UsageFold] = {}
+        self.prices = prices
         self._payloads = log if isinstance(log, PayloadLog) else None
         self._interrupted = interrupted
         self._waiting = waiting
@@ -471,15 +494,54 @@ class RunReader:
         # into one state, and a log that fails to fold half-way is folded from the
         # start next time (reporting the same problem again).
         state = self._states.pop(run_id, None) or RunState(run_id=run_id)
+        usage = self._usage.pop(run_id, None)
+        if usage is None or usage.last_seq != state.last_seq:
+            state, usage = RunState(run_id=run_id), UsageFold(run_id)
         read = self.log.read if self._payloads is None else self._payloads.read_stored
         for record in await read(run_id, after=state.last_seq):
             apply(state, record)
+            usage.add(
+                await self._with_response(record)
+                if isinstance(record.event, HarnessModelResponded)
+                else record
+            )
         if state.last_seq == 0:
             raise CorruptDataError(f"run {run_id!r} has no events")
         self._states[run_id] = state
+        self._usage[run_id] = usage
         while len(self._states) > self._cache_size:
-            self._states.popitem(last=False)
+            evicted, _ = self._states.popitem(last=False)
+            self._usage.pop(evicted, None)
         return state
+
+    async def _with_response(self, record: RecordedEvent) -> RecordedEvent:
+        """A ``harness.model.responded`` stored by reference, resolved: its usage is
+        inside. Only a large response is a reference; the rest are read as stored."""
+        event = record.event
+        if (
+            self._payloads is None
+            or not isinstance(event, HarnessModelResponded)
+            or not isinstance(event.response, dict)
+            or not ("$blob" in event.response or "$lit" in event.response)
+        ):
+            return record
+        response = await self._payloads.resolve(event.response, where=f"run {record.run_id!r}")
+        return replace(record, event=event.model_copy(update={"response": response}))
+
+    async def usage(self, run_id: str) -> UsageReport:
+        """The run's usage report, its sub-runs' (to any depth) attached.
+
+        Raises ``CorruptDataError`` for a log that does not fold (or has no events).
+        """
+        await self.state(run_id)
+        report = self._usage[run_id].report(self.prices)
+        children = await self.log.list_runs(parent_run_id=run_id)
+        subs = [await self.usage(child.run_id) for child in reversed(children)]
+        return report.with_sub_runs(subs)
+
+    def _own_usage(self, run_id: str) -> UsageReport | None:
+        usage = self._usage.get(run_id)
+        return None if usage is None else usage.report(self.prices)
 
     async def interruptions(self, runs: Sequence[RunInfo]) -> Mapping[str, str]:
         """Of ``runs``, the unfinished ones nobody drives: run id -> why."""
@@ -558,7 +620,8 @@ class RunReader:
             state: RunState | None = await self.state(info.run_id)
         except CorruptDataError:
             state = None
-        return _summary(info, state, interruption, waiting)
+        usage = None if state is None else self._own_usage(info.run_id)
+        return _summary(info, state, interruption, waiting, usage)
 
     async def view(self, run_id: str) -> RunView | None:
         """Everything about one run, or ``None`` if the log has no such run."""
@@ -572,8 +635,11 @@ class RunReader:
         run, steps, sessions = _run_fields(state), step_rows(state), _sessions(state)
         if self._payloads is not None:
             run, steps, sessions = await _resolved(run, steps, sessions, self._payloads.resolve)
+        usage = await self.usage(run_id)
         return RunView(
-            summary=_summary(info, state, interrupted.get(run_id), waits.get(run_id)),
+            summary=_summary(
+                info, state, interrupted.get(run_id), waits.get(run_id), self._own_usage(run_id)
+            ),
             run=run,
             steps=steps,
             sessions=sessions,
@@ -581,6 +647,7 @@ class RunReader:
                 await self._summarize(child, interrupted.get(child.run_id), waits.get(child.run_id))
                 for child in reversed(children)
             ],
+            usage=usage,
         )
 
 

@@ -199,6 +199,46 @@ def test_runs_list_and_model_calls_in_the_browser(server: tuple[Path, str], brow
     assert problems == []
 
 
+def test_a_run_page_shows_the_model_usage_and_each_calls_tokens(
+    server: tuple[Path, str], browser: Any
+) -> None:
+    from tests.usage.flows import FLOWS as USAGE_FLOWS
+    from tests.usage.flows import SETUP as USAGE_SETUP
+    from tests.usage.flows import USAGES
+
+    data, base = server
+    done = cli(
+        data, "--setup", USAGE_SETUP, "run", str(USAGE_FLOWS / "usage.yaml"), "--run-id", "run_u"
+    )
+    assert done.returncode == 0, done.stderr
+    total = sum(u.input_tokens + u.output_tokens for u in USAGES.values())
+    page, problems = _page(browser)
+    page.goto(f"{base}/")
+    row = page.locator('tr[data-run-id="run_u"]')
+    row.wait_for()
+    assert row.locator("td.tokens").inner_text().strip() == str(total)
+
+    page.goto(f"{base}/runs/run_u")
+    usage = page.locator("#usage")
+    usage.locator('tr[data-name="paid"]').wait_for()
+    assert usage.locator('tr[data-name="paid"] [data-tokens]').inner_text() == str(total)
+    assert (
+        usage.locator('tr[data-name="replayed (not paid again)"] [data-tokens]').inner_text() == "0"
+    )
+    slot = usage.locator('tr[data-name="other"] [data-tokens]')
+    other = USAGES["second#0"] + USAGES["second#1"]
+    assert slot.inner_text() == str(other.input_tokens + other.output_tokens)
+    assert usage.locator('tr[data-name="first"]').count() == 1  # the per-step table
+    # Each model call says its own tokens (and latency) on its line.
+    calls = page.locator("#calls .call-tokens")
+    assert sorted(
+        int(t) for t in calls.evaluate_all("(ns) => ns.map((n) => n.dataset.tokens)")
+    ) == (sorted(u.input_tokens + u.output_tokens for u in USAGES.values()))
+    assert all(" ms" in text for text in calls.all_inner_texts())
+    _shoot(page, "usage")
+    assert problems == []
+
+
 def test_a_run_page_says_interrupted_when_its_process_is_killed(
     server: tuple[Path, str], browser: Any, tmp_path: Path
 ) -> None:

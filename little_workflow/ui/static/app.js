@@ -174,6 +174,7 @@
           h("thead", null, h("tr", null,
             h("th", null, "Run"), h("th", null, "Workflow"), h("th", null, "Status"),
             h("th", { class: "num" }, "Steps done"), h("th", { class: "num" }, "Events"),
+            h("th", { class: "num", title: "Model tokens this run paid for (input + output)" }, "Tokens"),
             h("th", null, "Started"), h("th", { class: "num" }, "Duration"))),
           body)),
       h("div", { class: "page-head", id: "loops" }, h("h2", null, "Outer loops")),
@@ -189,7 +190,7 @@
         counter.textContent = `${runs.length} run${runs.length === 1 ? "" : "s"}`;
         body.replaceChildren(...runs.map(runRow));
         if (!runs.length) {
-          body.replaceChildren(h("tr", null, h("td", { colspan: 7, class: "empty" },
+          body.replaceChildren(h("tr", null, h("td", { colspan: 8, class: "empty" },
             "No runs yet. Start one with: little-workflow run WORKFLOW.yaml")));
         }
         loopsBody.replaceChildren(loopsTable(loops));
@@ -211,6 +212,7 @@
       h("td", null, badge(run.status)),
       h("td", { class: "num" }, run.stepsDone === null ? "?" : String(run.stepsDone)),
       h("td", { class: "num" }, String(run.events)),
+      h("td", { class: "num tokens" }, run.usage ? String(run.usage.paid.totalTokens) : "?"),
       h("td", { class: "nowrap" }, when(run.createdAt)),
       h("td", { class: "num nowrap" }, running ? elapsed(run.createdAt) : duration(run.updatedAt - run.createdAt)));
   }
@@ -246,6 +248,7 @@
       events: h("ol", { class: "timeline", id: "events" }),
       eventsCount: h("span", { class: "muted" }),
       calls: h("div", { id: "calls" }),
+      usage: h("div", { id: "usage" }),
       children: h("div"),
       loop: h("div"),
       artifacts: h("div", { id: "artifacts" }),
@@ -257,7 +260,7 @@
       h("div", { class: "columns" },
         section([h("h2", null, "Steps"), slots.stepsCount], slots.steps),
         section([h("h2", null, "Events"), slots.eventsCount], timeline)),
-      slots.calls, slots.children, slots.loop, slots.artifacts, slots.io);
+      slots.usage, slots.calls, slots.children, slots.loop, slots.artifacts, slots.io);
     slots.head.append(message("Loading run..."));
 
     const once = (name, value, draw) => {
@@ -283,7 +286,11 @@
         slots.steps.replaceChildren(...stepTree(payload.tree, page, run));
         if (!payload.tree.length) slots.steps.replaceChildren(message("No step has started yet."));
       });
-      once("calls", payload.sessions, () => slots.calls.replaceChildren(
+      once("usage", payload.usage, () => slots.usage.replaceChildren(
+        payload.usage.totalPaid.calls || payload.usage.interrupted || payload.usage.open
+          ? section("Model usage", usageView(payload.usage)) : ""));
+      page.callUsage = new Map(payload.usage.calls.map((c) => [`${c.sessionId}:${c.callId}`, c]));
+      once("calls", [payload.sessions, payload.usage.calls], () => slots.calls.replaceChildren(
         payload.sessions.length ? section("Model and tool calls", payload.sessions.map((s) => sessionCard(s, page))) : ""));
       once("children", payload.subRuns, () => slots.children.replaceChildren(
         payload.subRuns.length ? section("Sub-runs", subRunsTable(payload.subRuns)) : ""));
@@ -603,10 +610,16 @@
       const gist = !call.done ? "waiting for the model…"
         : !call.ok ? `${call.errorCode}: ${call.message}`
           : asked.length ? `→ ${asked.join(", ")}` : preview(answer.content || "", 110);
+      const used = page.callUsage && page.callUsage.get(`${session.sessionId}:${call.callId}`);
       const summary = h("span", { class: "call-line" },
         h("span", { class: "tag tag-model" }, "model"),
         h("span", { class: "call-name mono" }, call.slot, request.model ? ` · ${request.model}` : ""),
-        h("span", { class: "call-gist" }, gist), callState(call));
+        h("span", { class: "call-gist" }, gist),
+        used && used.usage ? h("span", { class: "call-tokens muted small num", dataset: { tokens: String(used.usage.totalTokens) } },
+          `${used.usage.inputTokens} in / ${used.usage.outputTokens} out`,
+          used.latency !== null ? ` · ${(used.latency * 1000).toFixed(0)} ms` : "",
+          used.respondedIn !== used.calledIn ? " · cut off once" : "") : null,
+        callState(call));
       const body = h("div", { class: "call-body" },
         h("div", { class: "label" }, `Request · ${(request.messages || []).length} messages`,
           request.tools && request.tools.length ? ` · tools: ${request.tools.map((t) => t.name).join(", ")}` : ""),
@@ -644,6 +657,44 @@
           h("span", { class: "tag tag-tool" }, "call"), ` ${t.name}(${JSON.stringify(t.arguments)})`,
           h("span", { class: "muted" }, `  ${t.id}`))),
         msg.toolCallId ? h("div", { class: "muted small mono" }, `for ${msg.toolCallId}`) : null));
+  }
+
+  // --- model usage -------------------------------------------------------------------
+
+  function tokensText(t) {
+    const extra = [t.cachedInputTokens ? `${t.cachedInputTokens} cached` : "", t.cacheWriteTokens ? `${t.cacheWriteTokens} cache write` : ""].filter(Boolean);
+    return `${t.inputTokens} in${extra.length ? ` (${extra.join(", ")})` : ""} / ${t.outputTokens} out` +
+      (t.reasoningTokens ? ` (${t.reasoningTokens} reasoning)` : "");
+  }
+
+  function costText(t) {
+    if (t.cost === null) return t.unpricedCalls < t.calls ? `unknown (${t.unpricedCalls} unpriced)` : "unknown";
+    return t.cost.toFixed(6).replace(/\.?0+$/, "");
+  }
+
+  function usageTable(label, rows) {
+    return h("table", { class: "table usage-table" },
+      h("thead", null, h("tr", null, h("th", null, label), h("th", { class: "num" }, "Calls"),
+        h("th", { class: "num" }, "Tokens"), h("th", null, "Detail"), h("th", { class: "num" }, "Cost"))),
+      h("tbody", null, rows.map(([name, t]) => h("tr", { dataset: { name } },
+        h("td", { class: "mono" }, name), h("td", { class: "num" }, String(t.calls)),
+        h("td", { class: "num", dataset: { tokens: String(t.totalTokens) } }, String(t.totalTokens)),
+        h("td", { class: "muted small" }, tokensText(t)), h("td", { class: "num" }, costText(t))))));
+  }
+
+  function usageView(usage) {
+    const rows = [["paid", usage.paid], ["replayed (not paid again)", usage.replayed]];
+    if (usage.copied.calls) rows.push(["copied by the fork", usage.copied]);
+    if (usage.subRuns.length) rows.push(["paid, with sub-runs", usage.totalPaid], ["replayed, with sub-runs", usage.totalReplayed]);
+    const notes = [];
+    if (usage.interrupted) notes.push(`${usage.interrupted} call${usage.interrupted === 1 ? "" : "s"} cut off mid-call (maybe paid; the log has no usage for them)`);
+    if (usage.open) notes.push(`${usage.open} call${usage.open === 1 ? "" : "s"} waiting for an answer`);
+    return h("div", { class: "usage" },
+      usageTable("Run", rows),
+      notes.length ? h("p", { class: "muted small" }, notes.join(" · ")) : null,
+      Object.keys(usage.bySlot).length ? usageTable("Slot", Object.entries(usage.bySlot)) : null,
+      Object.keys(usage.byStep).length ? usageTable("Step", Object.entries(usage.byStep)) : null,
+      usage.passes.length > 1 ? usageTable("Pass", usage.passes.map((p) => [`${p.number} ${p.reason}`, p.paid])) : null);
   }
 
   // --- sub-runs, loops, artifacts ----------------------------------------------------
