@@ -236,6 +236,19 @@ async def test_an_azure_key_refused_is_redacted() -> None:
     assert "api-version" not in message
 
 
+async def test_a_call_the_anthropic_sdk_refuses_to_send_is_a_typed_error() -> None:
+    async with FakeModelServer(["never"], api_key=KEY) as server:
+        provider, client = sdk_provider("anthropic-sdk", server, KEY)
+        request = ModelRequest(
+            model="sdk-model", messages=(Message(role="user", content="hi"),), max_tokens=64_000
+        )
+        async with client:
+            with pytest.raises(ModelProviderError, match="refused by the SDK") as caught:
+                await provider.complete(request)
+        assert server.requests == []
+    assert not caught.value.retryable
+
+
 # -- an agent run through the runtime --------------------------------------------------
 
 

@@ -134,7 +134,16 @@ class AnthropicSDKProvider:
         arguments = _arguments(_wire_request(request, self.default_max_tokens), stream=False)
 
         async def attempt() -> object:
-            answer: object = await self._client.messages.create(**arguments)
+            try:
+                answer: object = await self._client.messages.create(**arguments)
+            except ValueError as exc:
+                # The SDK refuses, before sending, a call it expects to outlast its
+                # default timeout (a large max_tokens): the same call would fail again.
+                raise ModelProviderError(
+                    f"anthropic model call to {self._errors.url} was refused by the SDK: "
+                    f"{exc} (stream the call, give the client a timeout, or lower max_tokens)",
+                    provider=self.kind,
+                ) from exc
             return answer
 
         answer = await self._retries.run(attempt, self._errors.failure_of)
