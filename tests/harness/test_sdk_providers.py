@@ -191,6 +191,35 @@ async def test_a_custom_http_client_and_base_url_are_honoured(kind: str) -> None
     assert seen == [f"{url}{path}"]
 
 
+async def test_openai_takes_an_httpx_client_too_and_a_cut_stream_is_ours() -> None:
+    # The openai SDK also accepts an httpx (not httpx2) client; a stream it reads then
+    # fails with httpx's errors, which must be classified like httpx2's.
+    import httpx
+
+    script = ["one two three four five six", "again"]
+    async with (
+        FakeModelServer(script, api_key=KEY) as server,
+        httpx.AsyncClient(headers={"x-legacy-client": "yes"}) as http,
+    ):
+        client = openai.AsyncOpenAI(base_url=server.openai_base_url, api_key=KEY, http_client=http)
+        provider = OpenAISDKProvider(client, sleep=Sleeps())
+        server.cut_stream_after(3)
+        pieces: list[str] = []
+
+        async def sink(delta: Any) -> None:
+            pieces.append(delta.text)
+
+        with pytest.raises(ModelProviderError, match="cut after 3 events") as caught:
+            await provider.stream(_request(), sink)
+        answered = await provider.complete(_request())
+        recorded = server.requests
+    assert caught.value.retryable
+    assert pieces
+    assert "one two three four five six".startswith("".join(pieces))
+    assert answered.message.content == "again"
+    assert [r.headers["x-legacy-client"] for r in recorded] == ["yes", "yes"]
+
+
 async def test_an_azure_client_reaches_its_deployment() -> None:
     async with FakeModelServer(["from azure", "streamed from azure"], api_key=KEY) as server:
         client = openai.AsyncAzureOpenAI(
