@@ -16,6 +16,8 @@ from little_workflow.errors import MissingExtraError
 
 #: extra -> the modules it provides (import names, not distribution names).
 EXTRAS: dict[str, tuple[str, ...]] = {
+    "anthropic": ("anthropic",),
+    "openai": ("openai",),
     "postgres": ("psycopg", "psycopg_pool"),
     "ui": ("starlette", "uvicorn"),
     "ws": ("websockets",),

@@ -23,6 +23,8 @@ from tests.test_readme import REPO, clean_env, tracked_copy
 
 #: Distribution name (as pyproject spells it) -> import name.
 _IMPORT_NAME = {
+    "anthropic": "anthropic",
+    "openai": "openai",
     "psycopg": "psycopg",
     "psycopg-pool": "psycopg_pool",
     "starlette": "starlette",

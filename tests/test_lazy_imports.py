@@ -21,7 +21,19 @@ import little_workflow
 from little_workflow.cli._main import COMMANDS
 
 #: Third-party packages only some commands or backends need.
-HEAVY = ("click", "httpx", "psycopg", "rich", "starlette", "uvicorn", "websockets", "yaml")
+HEAVY = (
+    "anthropic",
+    "click",
+    "httpx",
+    "httpx2",
+    "openai",
+    "psycopg",
+    "rich",
+    "starlette",
+    "uvicorn",
+    "websockets",
+    "yaml",
+)
 
 #: Packages whose ``__init__`` re-exports lazily (``little_workflow._lazy``).
 LAZY_PACKAGES = (

@@ -1,7 +1,8 @@
 """``FakeModelServer``: a local HTTP server that speaks the OpenAI and Anthropic wire formats.
 
-It answers ``POST /v1/chat/completions`` and ``POST /chat/completions`` (OpenAI-style)
-and ``POST /v1/messages`` (Anthropic-style) from a ``Script``, the one the ``scripted``
+It answers ``POST /v1/chat/completions`` and ``POST /chat/completions`` (OpenAI-style;
+also Azure OpenAI's ``/openai/deployments/<name>/chat/completions``, with its ``api-key``
+header) and ``POST /v1/messages`` (Anthropic-style) from a ``Script``, the one the ``scripted``
 provider uses, so one script drives any of the three providers. It checks each request
 as the real API would (required fields, roles, tool calls answered, the API key when
 one is configured) and refuses a bad one with that API's error shape and status. It can
@@ -112,6 +113,14 @@ _ROUTES: dict[str, Wire] = {
     "/chat/completions": "openai",
     "/v1/messages": "anthropic",
 }
+#: Azure OpenAI's route: the deployment in the path (the SDK's ``AsyncAzureOpenAI``).
+_AZURE_ROUTE = re.compile(r"(?:/openai)?/deployments/[^/]+/chat/completions")
+
+
+def _route(method: str, path: str) -> Wire | None:
+    if method != "POST":
+        return None
+    return _ROUTES.get(path) or ("openai" if _AZURE_ROUTE.fullmatch(path) else None)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -522,7 +531,11 @@ class FakeModelServer:
     def _credential_error(self, wire: Wire, headers: Mapping[str, str]) -> str | None:
         if self.api_key is None:
             return None
-        presented = _presented_credential(wire, headers)
+        presented: tuple[str, str] | str
+        if wire == "openai" and "authorization" not in headers and headers.get("api-key"):
+            presented = "api-key", headers["api-key"]  # Azure OpenAI's header
+        else:
+            presented = _presented_credential(wire, headers)
         if isinstance(presented, str):
             return presented
         credential, key = presented
@@ -602,7 +615,7 @@ class FakeModelServer:
             body: Any = json.loads(raw) if raw else None
         except (ValueError, UnicodeDecodeError):
             body = None
-        wire = _ROUTES.get(path) if handler.command == "POST" else None
+        wire = _route(handler.command, path)
         answer: _Answer | None
         if wire is None:
             message = f"Unknown request URL: {handler.command} {path}."

@@ -6,6 +6,9 @@ Ollama, llama.cpp's server), ``AnthropicProvider`` (the Messages API) and
 ``turns``, ``tool_results`` and ``system_prompt`` read a request for a scripted answer).
 A ``Script`` also drives ``little_workflow.testing.fake_models.FakeModelServer``, which
 speaks both HTTP wire formats, so the same script can stand behind any of the three.
+``OpenAISDKProvider`` and ``AnthropicSDKProvider`` speak the same two wire formats through
+a client of the official SDK the caller configured (the ``openai`` and ``anthropic``
+extras; the SDK is imported when one is built).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from little_workflow._lazy import lazy_exports
 # Imported on first use (``little_workflow._lazy``): the messages do not need the HTTP clients.
 if TYPE_CHECKING:
     from little_workflow.harness.models._anthropic import AnthropicProvider
+    from little_workflow.harness.models._anthropic_sdk import AnthropicSDKProvider
     from little_workflow.harness.models._messages import (
         ContentPart,
         FilePart,
@@ -41,6 +45,7 @@ if TYPE_CHECKING:
         dump_arguments,
         parse_arguments,
     )
+    from little_workflow.harness.models._openai_sdk import OpenAISDKProvider
     from little_workflow.harness.models._provider import (
         DeltaSink,
         ModelProvider,
@@ -63,6 +68,7 @@ if TYPE_CHECKING:
 
 _EXPORTS: dict[str, tuple[str, ...]] = {
     "little_workflow.harness.models._anthropic": ("AnthropicProvider",),
+    "little_workflow.harness.models._anthropic_sdk": ("AnthropicSDKProvider",),
     "little_workflow.harness.models._messages": (
         "ContentPart",
         "FilePart",
@@ -87,6 +93,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "dump_arguments",
         "parse_arguments",
     ),
+    "little_workflow.harness.models._openai_sdk": ("OpenAISDKProvider",),
     "little_workflow.harness.models._provider": (
         "DeltaSink",
         "ModelProvider",
@@ -111,6 +118,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
 __all__ = [
     "RAW_ARGUMENTS_KEY",
     "AnthropicProvider",
+    "AnthropicSDKProvider",
     "ContentPart",
     "DeltaSink",
     "FilePart",
@@ -122,6 +130,7 @@ __all__ = [
     "ModelRequest",
     "ModelResponse",
     "OpenAICompatibleProvider",
+    "OpenAISDKProvider",
     "ReasoningPart",
     "ResponseFormat",
     "Role",

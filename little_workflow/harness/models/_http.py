@@ -20,31 +20,41 @@ from __future__ import annotations
 
 import email.utils
 import json
-import logging
 import math
 import os
 import time
-from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, NamedTuple, TypeVar
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, NamedTuple, Protocol, TypeVar
 
 from little_workflow.errors import ConfigError, ModelProviderError, shown
-from little_workflow.harness.models._pause import released
+from little_workflow.harness.models._retry import RetryPolicy, Sleep
 from little_workflow.harness.models._sse import DEFAULT_MAX_EVENT_BYTES, SseEvent, iter_sse
 
 if TYPE_CHECKING:
     import httpx
 
-__all__ = ["JsonPoster", "Sleep", "read_api_key", "redact"]
-
-Sleep = Callable[[float], Awaitable[None]]
-
-logger = logging.getLogger("little_workflow.harness.models")
+__all__ = ["ErrorResponse", "JsonPoster", "Sleep", "read_api_key", "redact", "refusal"]
 
 # 408 and 409 are what OpenAI's own client retries besides 429 (a request or lock timeout
 # on their side); every 5xx is retried, 529 (Anthropic "overloaded") included.
 _RETRYABLE_STATUSES = frozenset({408, 409, 429})
 _MAX_REASON = 300
 _REDACTED = "[redacted]"
+
+
+class ErrorResponse(Protocol):
+    """What the classification of a refused call reads: ``httpx``'s response, or the
+    official SDKs' (they use ``httpx2``, whose response has the same shape)."""
+
+    @property
+    def status_code(self) -> int: ...
+    @property
+    def headers(self) -> Mapping[str, str]: ...
+    @property
+    def text(self) -> str: ...
+    @property
+    def reason_phrase(self) -> str: ...
+    def json(self) -> object: ...
 
 
 def read_api_key(env_name: str | None, environ: Mapping[str, str] | None = None) -> str | None:
@@ -62,13 +72,20 @@ def redact(text: str, secret: str | None) -> str:
     return text
 
 
-def _shorten(text: str, secret: str | None) -> str:
+def redact_all(text: str, secrets: Iterable[str | None]) -> str:
+    """``text`` with every copy of each of ``secrets`` replaced by ``[redacted]``."""
+    for secret in secrets:
+        text = redact(text, secret)
+    return text
+
+
+def _shorten(text: str, secrets: Iterable[str | None]) -> str:
     # Redacted before it is cut: a key straddling the cut would otherwise survive in part.
-    text = " ".join(redact(text, secret).split())
+    text = " ".join(redact_all(text, secrets).split())
     return text if len(text) <= _MAX_REASON else text[: _MAX_REASON - 3] + "..."
 
 
-def _reason(response: httpx.Response, secret: str | None) -> str:
+def _reason(response: ErrorResponse, secrets: tuple[str | None, ...]) -> str:
     """A short reason from an error body: ``error.message`` in both vendors' shapes."""
     try:
         data = response.json()
@@ -77,16 +94,16 @@ def _reason(response: httpx.Response, secret: str | None) -> str:
     if isinstance(data, dict):
         error = data.get("error")
         if isinstance(error, dict) and isinstance(error.get("message"), str):
-            return _shorten(error["message"], secret)
+            return _shorten(error["message"], secrets)
         if isinstance(error, str):  # Ollama and some proxies: {"error": "text"}
-            return _shorten(error, secret)
+            return _shorten(error, secrets)
         if isinstance(data.get("message"), str):
-            return _shorten(data["message"], secret)
+            return _shorten(data["message"], secrets)
     text = response.text.strip()
-    return _shorten(text, secret) if text else response.reason_phrase or "no reason given"
+    return _shorten(text, secrets) if text else response.reason_phrase or "no reason given"
 
 
-def _retry_after(headers: httpx.Headers) -> float | None:
+def _retry_after(headers: Mapping[str, str]) -> float | None:
     """The wait the server asked for, in seconds (not negative); ``None`` if none."""
     wait: float | None = None
     milliseconds = headers.get("retry-after-ms")
@@ -110,7 +127,7 @@ def _retry_after(headers: httpx.Headers) -> float | None:
     return max(wait, 0.0)
 
 
-def _error_kind(response: httpx.Response) -> str | None:
+def _error_kind(response: ErrorResponse) -> str | None:
     """``error.type`` or ``error.code`` of an error body, in either vendor's shape."""
     try:
         data = response.json()
@@ -126,27 +143,67 @@ def _error_kind(response: httpx.Response) -> str | None:
     return None
 
 
-def _hint(status: int, kind: str | None, key_env: str | None, has_key: bool) -> str:
+def key_hint(key_env: str | None, has_key: bool) -> str:
+    """What a refused key's message advises, for a key read from ``key_env``."""
+    if key_env and has_key:
+        return f"check the API key in the environment variable {key_env}"
+    if key_env:
+        return f"the server wants an API key: set the environment variable {key_env}"
+    return "the server wants an API key: name its environment variable in api_key_env"
+
+
+def _hint(status: int, kind: str | None, on_key: str) -> str:
     if kind == "insufficient_quota":
         return "; the account's quota is spent: waiting will not help, check its billing"
     if status in (401, 403):
-        if key_env and has_key:
-            return f"; check the API key in the environment variable {key_env}"
-        if key_env:
-            return f"; the server wants an API key: set the environment variable {key_env}"
-        return "; the server wants an API key: name its environment variable in api_key_env"
+        return f"; {on_key}"
     if status >= 500:
         return "; the provider failed: try again later"
     return _HINTS.get(status, "")
 
 
-class _Refused(Exception):
-    """An attempt's answer failed: the error to raise, and the wait the server asked for."""
+def refusal(
+    response: ErrorResponse,
+    *,
+    provider: str,
+    url: str,
+    secrets: Iterable[str | None],
+    on_key: str,
+) -> ModelProviderError:
+    """The error for a call ``response`` refused: its kind, retryability and wait.
 
-    def __init__(self, failure: ModelProviderError, wait: float | None) -> None:
+    The one classification of both wire formats' refusals, from the status, the error
+    body and the headers, whichever client made the call (the httpx providers and the
+    SDK adapters). ``on_key`` is the advice a 401 or 403 gives; ``secrets`` are
+    redacted from the message.
+    """
+    secrets = tuple(secrets)
+    status = response.status_code
+    kind = _error_kind(response)
+    rate_limited = (status == 429 and kind != "insufficient_quota") or kind in _RATE_LIMIT_KINDS
+    retryable = (status in _RETRYABLE_STATUSES or status >= 500) and kind != "insufficient_quota"
+    # Both vendors send x-should-retry to override the status-based rule.
+    override = (response.headers.get("x-should-retry") or "").lower()
+    if override in ("true", "false"):
+        retryable = override == "true"
+    reason = _reason(response, secrets)
+    text = f"HTTP {status}: {reason}{_hint(status, kind, on_key)}"
+    return ModelProviderError(
+        redact_all(f"{provider} model call to {url} failed: {text}", secrets),
+        provider=provider,
+        status=status,
+        retryable=retryable,
+        rate_limited=rate_limited,
+        retry_after=_retry_after(response.headers),
+    )
+
+
+class _Refused(Exception):
+    """An attempt's answer failed: the error to raise (its ``retry_after``, the wait)."""
+
+    def __init__(self, failure: ModelProviderError) -> None:
         super().__init__(failure.message)
         self.failure = failure
-        self.wait = wait
 
 
 class _Opened(NamedTuple):
@@ -200,9 +257,10 @@ class JsonPoster:
         self._key_env = key_env
         self._timeout = timeout
         self.max_retries = max_retries
-        self._backoff = backoff
-        self._max_backoff = max_backoff
-        self._sleep = sleep
+        self._sleep = sleep  # read by tests of the backoff
+        self._retries = RetryPolicy(
+            max_retries=max_retries, backoff=backoff, max_backoff=max_backoff, sleep=sleep
+        )
         self._client = client
         # A client made here is made lazily, so a provider that is never called holds
         # no connection pool and needs no closing.
@@ -235,27 +293,13 @@ class JsonPoster:
         )
 
     def _http_error(self, response: httpx.Response) -> ModelProviderError:
-        status = response.status_code
-        kind = _error_kind(response)
-        rate_limited = (status == 429 and kind != "insufficient_quota") or kind in _RATE_LIMIT_KINDS
-        retryable = (
-            status in _RETRYABLE_STATUSES or status >= 500
-        ) and kind != "insufficient_quota"
-        # Both vendors send x-should-retry to override the status-based rule.
-        override = response.headers.get("x-should-retry", "").lower()
-        if override in ("true", "false"):
-            retryable = override == "true"
-        hint = _hint(status, kind, self._key_env, self._secret is not None)
-        return self._error(
-            f"HTTP {status}: {_reason(response, self._secret)}{hint}",
-            status=status,
-            retryable=retryable,
-            rate_limited=rate_limited,
-            retry_after=_retry_after(response.headers),
+        return refusal(
+            response,
+            provider=self.provider,
+            url=self.url,
+            secrets=(self._secret,),
+            on_key=key_hint(self._key_env, self._secret is not None),
         )
-
-    def _backoff_for(self, retry: int) -> float:
-        return float(min(self._max_backoff, self._backoff * 2**retry))
 
     def _client_for_call(self) -> httpx.AsyncClient:
         # Imported here: httpx (and the CLI libraries it pulls in) would add tens of
@@ -267,9 +311,7 @@ class JsonPoster:
         return self._client
 
     def _refused(self, response: httpx.Response) -> _Refused:
-        failure = self._http_error(response)
-        wait = None if failure.retry_after is None else min(failure.retry_after, self._max_backoff)
-        return _Refused(failure, wait)
+        return _Refused(self._http_error(response))
 
     async def _with_retries(self, attempt: Callable[[httpx.AsyncClient], Awaitable[_T]]) -> _T:
         """``attempt``'s result, called again after a backoff while its failure is retryable.
@@ -277,51 +319,23 @@ class JsonPoster:
         ``attempt`` raises ``_Refused`` for an answer that failed (maybe retryably); a
         transport error is retried as such; any other error ends the call at once.
         """
+        client = self._client_for_call()
+        return await self._retries.run(lambda: attempt(client), self._failure_of)
+
+    def _failure_of(self, exc: Exception) -> tuple[ModelProviderError, BaseException | None] | None:
         import httpx
 
-        client = self._client_for_call()
-        attempts = self.max_retries + 1
-        for attempt_index in range(attempts):
-            wait: float | None = None
-            try:
-                return await attempt(client)
-            except (httpx.UnsupportedProtocol, httpx.InvalidURL) as exc:
-                raise self._error(
-                    f"the URL is not usable: {exc}", status=None, retryable=False
-                ) from exc
-            except httpx.TransportError as exc:
-                # A timeout or a dropped connection: the server may never have seen the
-                # request, or may have answered into the void; either way, asking again
-                # is what the caller would do.
-                failure = self._transport_error(exc)
-                cause: BaseException | None = exc
-            except _Refused as refused:
-                failure, wait = refused.failure, refused.wait
-                cause = None
-            if not failure.retryable or attempt_index == attempts - 1:
-                if attempt_index:
-                    failure = ModelProviderError(
-                        f"{failure.message} (gave up after {attempt_index + 1} attempts)",
-                        provider=failure.provider,
-                        status=failure.status,
-                        retryable=failure.retryable,
-                        rate_limited=failure.rate_limited,
-                        retry_after=failure.retry_after,
-                    )
-                raise failure from cause
-            if wait is None:
-                wait = self._backoff_for(attempt_index)
-            logger.warning(
-                "%s; retrying in %.2fs (attempt %d of %d)",
-                failure.message,
-                wait,
-                attempt_index + 2,
-                attempts,
-            )
-            # A limited slot's permit is given back while sleeping (``_pause.py``).
-            async with released():
-                await self._sleep(wait)
-        raise AssertionError("unreachable: the last attempt returns or raises")
+        if isinstance(exc, httpx.UnsupportedProtocol | httpx.InvalidURL):
+            failure = self._error(f"the URL is not usable: {exc}", status=None, retryable=False)
+            return failure, exc
+        if isinstance(exc, httpx.TransportError):
+            # A timeout or a dropped connection: the server may never have seen the
+            # request, or may have answered into the void; either way, asking again
+            # is what the caller would do.
+            return self._transport_error(exc), exc
+        if isinstance(exc, _Refused):
+            return exc.failure, None
+        return None
 
     def _transport_error(self, exc: Exception) -> ModelProviderError:
         return self._error(
@@ -389,7 +403,7 @@ class JsonPoster:
                     first = await anext(events, None)
                 except ModelProviderError as exc:
                     # Nothing was yielded yet, so even a cut is still safe to retry.
-                    raise _Refused(self._stream_error(exc, 0), None) from exc
+                    raise _Refused(self._stream_error(exc, 0)) from exc
             except BaseException:
                 if events is not None:
                     await events.aclose()
@@ -437,7 +451,7 @@ class JsonPoster:
         if not isinstance(data, dict):
             raise self._error(
                 f"HTTP {response.status_code} with a body that is not a JSON object: "
-                f"{_shorten(response.text, self._secret) or 'empty'}",
+                f"{_shorten(response.text, (self._secret,)) or 'empty'}",
                 status=response.status_code,
                 retryable=False,
             )

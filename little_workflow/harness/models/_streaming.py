@@ -12,8 +12,8 @@ import contextlib
 import json
 import logging
 import re
-from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Literal, Protocol
+from collections.abc import AsyncGenerator, Callable, Mapping
+from typing import Literal, Protocol
 
 from little_workflow.errors import ModelProviderError
 from little_workflow.harness.models._messages import (
@@ -25,11 +25,9 @@ from little_workflow.harness.models._messages import (
 from little_workflow.harness.models._provider import DeltaSink
 from little_workflow.harness.models._sse import SseEvent
 
-if TYPE_CHECKING:
-    from little_workflow.harness.models._http import JsonPoster
-
 __all__ = [
     "Accumulator",
+    "EventSource",
     "GuardedSink",
     "MalformedStream",
     "ReportedError",
@@ -163,6 +161,25 @@ class Accumulator(Protocol):
         ...
 
 
+class EventSource(Protocol):
+    """Where a streamed answer's events come from: ``JsonPoster``, or an SDK adapter's.
+
+    ``stream`` retries until its first event and raises ``ModelProviderError`` after
+    (a cut, retryable); ``redacted`` takes the keys out of a message.
+    """
+
+    provider: str
+    url: str
+
+    def stream(self, body: Mapping[str, object]) -> AsyncGenerator[SseEvent, None]:
+        """The events answering ``body``, each as it arrives."""
+        ...
+
+    def redacted(self, text: str) -> str:
+        """``text`` with the keys replaced by ``[redacted]``."""
+        ...
+
+
 def parse_data(event: SseEvent) -> dict[str, object]:
     """``event``'s data as a JSON object; ``MalformedStream`` when it is not one."""
     try:
@@ -176,7 +193,7 @@ def parse_data(event: SseEvent) -> dict[str, object]:
 
 
 async def drive(
-    poster: JsonPoster,
+    poster: EventSource,
     body: Mapping[str, object],
     accumulator: Accumulator,
     on_delta: DeltaSink,
