@@ -16,6 +16,9 @@ from little_workflow.errors import MissingExtraError
 
 #: extra -> the modules it provides (import names, not distribution names).
 EXTRAS: dict[str, tuple[str, ...]] = {
+    # Never required: tracing turns itself on when the application set a tracer provider
+    # (``_tracing``), so nothing asks for this extra by name.
+    "otel": ("opentelemetry",),
     "postgres": ("psycopg", "psycopg_pool"),
     "ui": ("starlette", "uvicorn"),
     "ws": ("websockets",),
