@@ -18,6 +18,9 @@ from little_workflow.errors import MissingExtraError
 EXTRAS: dict[str, tuple[str, ...]] = {
     "anthropic": ("anthropic",),
     "openai": ("openai",),
+    # Never required: tracing turns itself on when the application set a tracer provider
+    # (``_tracing``), so nothing asks for this extra by name.
+    "otel": ("opentelemetry",),
     "postgres": ("psycopg", "psycopg_pool"),
     "ui": ("starlette", "uvicorn"),
     "ws": ("websockets",),

@@ -179,6 +179,9 @@ class RunStarted(Event):
     #: Code-first ``@workflow(events=...)``: the events the run's waits take, with their
     #: JSON Schemas (``None``: any JSON); ``send`` checks against them before a wait.
     declared_events: dict[str, dict[str, JsonValue] | None] | None = None
+    #: With tracing on (``docs/observability.md``): the W3C ``traceparent`` of the run's
+    #: first pass span, so every later pass, in any process, continues the run's trace.
+    trace_context: str | None = None
 
     @pydantic.model_serializer(mode="wrap")
     def _omit_no_fork(self, handler: pydantic.SerializerFunctionWrapHandler) -> Any:
@@ -187,7 +190,7 @@ class RunStarted(Event):
         # reads such logs.
         data = handler(self)
         if isinstance(data, dict):
-            for field in ("forkedFrom", "declaredEvents"):
+            for field in ("forkedFrom", "declaredEvents", "traceContext"):
                 if data.get(field, 0) is None:
                     del data[field]
         return data

@@ -30,6 +30,8 @@ _IMPORT_NAME = {
     "starlette": "starlette",
     "uvicorn": "uvicorn",
     "websockets": "websockets",
+    "opentelemetry-api": "opentelemetry",
+    "opentelemetry-sdk": "opentelemetry",
 }
 _POSTGRES_URL = "postgresql://postgres@127.0.0.1:5432/test"
 

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from little_workflow._deltas import DELTA_ROUTE
 from little_workflow._failures import error_code, error_message, is_interruption
+from little_workflow._tracing import TRACE, model_attributes, tool_attributes, traced
 from little_workflow.codec import JsonValue, check_json_value
 from little_workflow.durable._recorder import (
     Recorded,
@@ -247,7 +248,14 @@ class GraphRun:
         async def compute(_: Mapping[str, JsonValue]) -> JsonValue:
             route = DELTA_ROUTE.get()
             on_delta = None if route is None else route.sink(path, step.slot)
-            response = await ask_provider(slot.provider, request(), on_delta)
+            trace = TRACE.get()
+            if trace is None:
+                response = await ask_provider(slot.provider, request(), on_delta)
+            else:
+                with traced(trace, "model", path, model_attributes(slot)) as span:
+                    response = await ask_provider(slot.provider, request(), on_delta)
+                    if span is not None:
+                        span.model_answered(response)
             value: JsonValue = response.model_dump(mode="json", by_alias=True)
             return value
 
@@ -357,6 +365,10 @@ class GraphRun:
         offered = self.offered if tool_call_id is not None else None
 
         async def compute(detail: Mapping[str, JsonValue]) -> JsonValue:
+            with traced(TRACE.get(), "tool", path, tool_attributes(name, tool_call_id)):
+                return await call_tool(detail)
+
+        async def call_tool(detail: Mapping[str, JsonValue]) -> JsonValue:
             recorded_arguments = detail.get("arguments")
             try:
                 if offered is not None and name not in offered:

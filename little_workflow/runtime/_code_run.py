@@ -27,6 +27,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Protocol
 
 from little_workflow._failures import error_message, error_names, is_interruption
+from little_workflow._tracing import sub_run_attributes, traced
 from little_workflow.codec import JsonValue, to_json_value
 from little_workflow.durable._side_effects import declared_side_effect
 from little_workflow.errors import (
@@ -446,14 +447,17 @@ class CodeRun:
         child_input = to_json_value(input, where=f"the input of sub-workflow {site.text!r}")
         sub_run_id = await run.start_sub_run(unit, child.name, child.source_hash)
         try:
-            output = await self.start_child(
-                function,
-                child_input,
-                run_id=sub_run_id,
-                parent_run_id=self.run_id,
-                parent_step_path=site.text,
-                retry_failed=run.retrying,
-            )
+            with traced(
+                run.trace, "sub_run", site.text, sub_run_attributes(sub_run_id, child.name)
+            ):
+                output = await self.start_child(
+                    function,
+                    child_input,
+                    run_id=sub_run_id,
+                    parent_run_id=self.run_id,
+                    parent_step_path=site.text,
+                    retry_failed=run.retrying,
+                )
         except RunFailedError as exc:
             failure = StepFailure(
                 "sub_run_failed",

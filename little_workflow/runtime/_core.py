@@ -30,13 +30,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import sys
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, NoReturn, Protocol
 
 from little_workflow._deltas import DELTA_ROUTE, DeltaRoute
-from little_workflow._failures import error_message, error_names, is_interruption
+from little_workflow._failures import RunParked, error_message, error_names, is_interruption
 from little_workflow._secrets import FAMILY_SECRETS
+from little_workflow._tracing import end_pass, enter_pass, pass_trace, step_span
 from little_workflow.codec import JsonValue, check_json_value, dumps, to_json_value
 from little_workflow.durable import MemoEntry, MemoTable
 from little_workflow.durable._side_effects import SideEffect
@@ -187,6 +189,7 @@ class DurableRun:
         #: Every path the front end reached in this pass.
         self.visited: set[str] = set()
         self.writer = RunWriter(host.events, state, crash=host.crash)
+        self.trace = pass_trace(state)  # this pass's spans; None when tracing is off
         self.memo = MemoTable(scope=f"run {self.run_id!r}", on_mismatch="error")
         for path, record in state.steps.items():
             if record.status == "completed":
@@ -246,6 +249,8 @@ class DurableRun:
         finally:
             self.writer.discard()
             self.host.delta_hub.ended(self.run_id)
+            if self.trace is not None:
+                end_pass(self.trace, self.state, sys.exc_info()[1])
 
     async def _finish(self, body: Callable[[], Awaitable[JsonValue]]) -> JsonValue:
         # In the walk's own task: the sub-runs it starts share this run's secrets, and
@@ -257,6 +262,8 @@ class DurableRun:
             if parent is not None and parent.hub is self.host.delta_hub
             else DeltaRoute(self.host.delta_hub, (self.run_id,))
         )
+        if self.trace is not None:
+            enter_pass(self.trace)
         try:
             output = await body()
         except StepFailure as failure:
@@ -315,6 +322,8 @@ class DurableRun:
         """A hit's recorded output and route, counted as replayed."""
         self.replayed += 1
         self.replayed_paths.append(path)
+        if self.trace is not None:
+            self.trace.replayed(path)
         value = hit.value
         assert isinstance(value, dict)
         route = value.get("route")
@@ -404,93 +413,108 @@ class DurableRun:
         path = site.text
         outbox = unit.outbox
         fixer = unit.on_give_up
-        if outbox is not None:
-            reconciled = await self._reconcile(unit, outbox)
-            if reconciled is not None:
-                return reconciled
-        while True:
-            record = self.state.steps.get(path)
-            attempt = (record.attempts if record else 0) + 1
-            failures = record.failures if record else 0
-            current = arguments if fixer is None else fixer.corrected(self.state, site, arguments)
-            # The writer's own append: one coroutine less per step than ``append``.
-            attempt_events: list[Event] = [
-                StepAttemptStarted(
-                    step_path=path,
-                    step_id=unit.step_id,
-                    kind=unit.kind,
-                    attempt=attempt,
-                    visit=site.visit,
-                ),
-                *started(attempt, current),
-            ]
-            if outbox is not None:
-                # The outbox entry: durable before the effect is dispatched.
-                attempt_events.append(
-                    SideEffectIntended(step_path=path, key=outbox.key, attempt=attempt)
+        reconciled = None if outbox is None else await self._reconcile(unit, outbox)
+        if reconciled is not None:
+            return reconciled
+        span = None if self.trace is None else step_span(self.trace, path, unit.kind, unit.step_id)
+        error: BaseException | None = None
+        try:
+            while True:
+                record = self.state.steps.get(path)
+                attempt = (record.attempts if record else 0) + 1
+                failures = record.failures if record else 0
+                current = (
+                    arguments if fixer is None else fixer.corrected(self.state, site, arguments)
                 )
-            await self.writer.append(attempt_events, sync=outbox is not None)
-            try:
-                # Encoded, not only checked: a string that is not valid Unicode (a lone
-                # surrogate) or an int too long to write would otherwise fail the commit
-                # below with an untyped error and leave the run unrecorded. A tuple comes
-                # back a list: what later steps see now, they read after a restart.
-                result = to_json_value(
-                    await call(attempt, current), where=f"the result of step {path!r}"
-                )
-            except (CapabilityDriftError, MemoMismatchError, PayloadTooLargeError):
-                # Not a step failure: the run cannot go on as configured (a payload over
-                # the store's limit included). Nothing is recorded, so it resumes once
-                # the configuration is restored.
-                raise
-            except BaseException as exc:
-                # Step code is untrusted: SystemExit, GeneratorExit, a BaseException of
-                # its own or a CancelledError nobody asked for is its outcome, recorded
-                # as a failure (``_failures.py``); only an interruption goes on up.
-                if is_interruption(exc):
-                    raise
-                code, names = error_names(exc)
-                message = error_message(exc)
-                will_retry = (
-                    # A planner that gave up would give up again: its turns replay.
-                    not isinstance(exc, InvalidValueError | ConfigError | PlannerError)
-                    and failures + 1 < policy.attempts
-                    and policy.retries(names)
-                )
-                await self.append(
-                    [
-                        *failed(attempt, exc),
-                        StepAttemptFailed(
-                            step_path=path,
-                            attempt=attempt,
-                            error_code=code,
-                            message=message,
-                            will_retry=will_retry,
-                        ),
-                    ],
-                    sync=False,
-                )
-                if (
-                    not will_retry
-                    and fixer is not None
-                    and fixer.may_consult(self.state, site)
-                    and await fixer.consult(site, current, code, message)
-                ):
-                    continue
-                if not will_retry:
-                    cause = (
-                        "invalid_output" if isinstance(exc, InvalidValueError) else "step_failed"
-                    )
-                    raise StepFailure(
-                        cause,
-                        f"step {path!r} failed (attempt {attempt}): "
-                        + (f"{code}: {message}" if message else code),
-                        path=path,
+                # The writer's own append: one coroutine less per step than ``append``.
+                attempt_events: list[Event] = [
+                    StepAttemptStarted(
+                        step_path=path,
                         step_id=unit.step_id,
-                    ) from exc
-                await self.host.sleep(policy.delay_before(failures + 2))
-                continue
-            return result, attempt
+                        kind=unit.kind,
+                        attempt=attempt,
+                        visit=site.visit,
+                    ),
+                    *started(attempt, current),
+                ]
+                if outbox is not None:
+                    # The outbox entry: durable before the effect is dispatched.
+                    attempt_events.append(
+                        SideEffectIntended(step_path=path, key=outbox.key, attempt=attempt)
+                    )
+                await self.writer.append(attempt_events, sync=outbox is not None)
+                try:
+                    # Encoded, not only checked: a string that is not valid Unicode (a lone
+                    # surrogate) or an int too long to write would otherwise fail the commit
+                    # below with an untyped error and leave the run unrecorded. A tuple comes
+                    # back a list: what later steps see now, they read after a restart.
+                    result = to_json_value(
+                        await call(attempt, current), where=f"the result of step {path!r}"
+                    )
+                except (CapabilityDriftError, MemoMismatchError, PayloadTooLargeError):
+                    # Not a step failure: the run cannot go on as configured (a payload over
+                    # the store's limit included). Nothing is recorded, so it resumes once
+                    # the configuration is restored.
+                    raise
+                except BaseException as exc:
+                    # Step code is untrusted: SystemExit, GeneratorExit, a BaseException of
+                    # its own or a CancelledError nobody asked for is its outcome, recorded
+                    # as a failure (``_failures.py``); only an interruption goes on up.
+                    if is_interruption(exc):
+                        raise
+                    code, names = error_names(exc)
+                    message = error_message(exc)
+                    will_retry = (
+                        # A planner that gave up would give up again: its turns replay.
+                        not isinstance(exc, InvalidValueError | ConfigError | PlannerError)
+                        and failures + 1 < policy.attempts
+                        and policy.retries(names)
+                    )
+                    await self.append(
+                        [
+                            *failed(attempt, exc),
+                            StepAttemptFailed(
+                                step_path=path,
+                                attempt=attempt,
+                                error_code=code,
+                                message=message,
+                                will_retry=will_retry,
+                            ),
+                        ],
+                        sync=False,
+                    )
+                    if (
+                        not will_retry
+                        and fixer is not None
+                        and fixer.may_consult(self.state, site)
+                        and await fixer.consult(site, current, code, message)
+                    ):
+                        continue
+                    if not will_retry:
+                        cause = (
+                            "invalid_output"
+                            if isinstance(exc, InvalidValueError)
+                            else "step_failed"
+                        )
+                        raise StepFailure(
+                            cause,
+                            f"step {path!r} failed (attempt {attempt}): "
+                            + (f"{code}: {message}" if message else code),
+                            path=path,
+                            step_id=unit.step_id,
+                        ) from exc
+                    await self.host.sleep(policy.delay_before(failures + 2))
+                    continue
+                if span is not None:
+                    span.set({"little_workflow.step.attempt": attempt})
+                return result, attempt
+        except BaseException as exc:
+            # A step that parks the run (an agent asking a person) has not failed.
+            error = None if isinstance(exc, RunParked) else exc
+            raise
+        finally:
+            if span is not None:
+                span.end(error)
 
     async def _reconcile(self, unit: StepUnit, outbox: Outbox) -> tuple[JsonValue, int] | None:
         """Settle an intent a crash left without outcome: the result if it happened."""

@@ -191,6 +191,12 @@ class Launcher:
             parent_step_path=parent_step_path,
             outer_loop=outer_loop,
         )
+        trace = front.run.trace
+        if trace is not None:
+            # Recorded, so every later pass (any process) continues this run's trace.
+            trace.named(started.workflow_name)
+            started = started.model_copy(update={"trace_context": trace.context})
+            front.run.state.trace_context = trace.context
         await front.run.append([started], sync=False)
         # Committed now (without fsync), not held for the first step's commit (see the
         # module docstring).

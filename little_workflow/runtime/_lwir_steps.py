@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from little_workflow._failures import error_message, error_names
+from little_workflow._tracing import sub_run_attributes, traced
 from little_workflow.codec import JsonValue
 from little_workflow.errors import (
     ConfigError,
@@ -219,14 +220,15 @@ async def run_sub_workflow(
     path = unit.site.text
     sub_run_id = await run.start_sub_run(unit, child.name, child.definition_hash)
     try:
-        output = await sub_runner.run_child(
-            child,
-            arguments,
-            run_id=sub_run_id,
-            parent_run_id=run.run_id,
-            parent_step_path=path,
-            retry_failed=run.retrying,
-        )
+        with traced(run.trace, "sub_run", path, sub_run_attributes(sub_run_id, child.name)):
+            output = await sub_runner.run_child(
+                child,
+                arguments,
+                run_id=sub_run_id,
+                parent_run_id=run.run_id,
+                parent_step_path=path,
+                retry_failed=run.retrying,
+            )
     except RunFailedError as exc:
         raise StepFailure(
             "sub_run_failed",

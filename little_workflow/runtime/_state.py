@@ -187,6 +187,8 @@ class RunState:
     forked_from: ForkOrigin | None = None
     #: Code-first ``@workflow(events=...)`` as the run pinned it (``None``: none declared).
     declared_events: dict[str, dict[str, JsonValue] | None] | None = None
+    #: The ``traceparent`` of the run's trace, recorded when tracing was on at its start.
+    trace_context: str | None = None
     status: RunStatus = RunStatus.RUNNING
     output: JsonValue = None
     failure_cause: str | None = None
@@ -315,6 +317,7 @@ def apply_event(state: RunState, event: Event, seq: int, ts: float) -> RunState:
         state.cycle_number = event.cycle_number
         state.forked_from = event.forked_from
         state.declared_events = event.declared_events
+        state.trace_context = event.trace_context
         state.started_at = ts
         return state
     if state.finished and not isinstance(event, RunResumed | OuterLoopCycleCompleted):

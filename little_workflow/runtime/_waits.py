@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, cast
 import pydantic
 
 from little_workflow._failures import RunParked
+from little_workflow._tracing import traced
 from little_workflow.codec import JsonValue, check_json_value
 from little_workflow.errors import (
     CorruptDataError,
@@ -197,6 +198,24 @@ async def wait_point(
     ``ask_user`` (an agent's question, ``_ask_user``) records no ``StepCompleted``: its
     answer is recorded as the result of the tool call that asked.
     """
+    attributes = {"little_workflow.wait.kind": unit.kind}
+    if event is not None:
+        attributes["little_workflow.wait.event"] = event
+    with traced(run.trace, "wait", unit.site.text, attributes):
+        return await _wait_point(
+            run, unit, event=event, schema=schema, wake_at=wake_at, question=question
+        )
+
+
+async def _wait_point(
+    run: DurableRun,
+    unit: StepUnit,
+    *,
+    event: str | None,
+    schema: dict[str, JsonValue] | None,
+    wake_at: Callable[[], float | None],
+    question: str | None,
+) -> tuple[JsonValue, str]:
     path = unit.site.text
     wait = run.state.waits.get(path)
     if wait is None:
