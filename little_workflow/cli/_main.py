@@ -185,7 +185,10 @@ COMMANDS: dict[str, LazyCommand] = {
     "show": LazyCommand(
         module=_CLI + "_inspect",
         attr="show",
-        summary="Show RUN_ID's steps as a tree: paths, visits, statuses, attempts, timings.",
+        summary=(
+            "Show RUN_ID's steps as a tree: paths, visits, statuses, attempts, timings, "
+            "and its model usage (tokens per slot and step, paid and replayed)."
+        ),
     ),
     "send": LazyCommand(
         module=_CLI + "_send",
