@@ -9,8 +9,10 @@ span with a duration it never took.
 A run's first pass records its span's ``traceparent`` on ``RunStarted``; every later pass
 (a resume in another process, a worker that took the run over) starts its span as a child
 of that recorded context, so a run is one trace however many processes drove it. A
-sub-run's pass spans sit under the parent's sub-run span when the parent drives it here,
-and under its own first pass otherwise.
+sub-run's pass spans sit under the parent's sub-run span, whether the parent drives it
+here or queues it for any worker (``_tracing.queued`` records that span in its
+``RunStarted``); a submitted run's, under the span current at the submit (or a
+``submit`` span made for it).
 
 Attribute names: ``little_workflow.*`` for the run's own, and OpenTelemetry's GenAI
 semantic conventions (``gen_ai.*``) for model and tool calls.
@@ -29,7 +31,7 @@ from little_workflow._tracing import Attributes
 if TYPE_CHECKING:
     from little_workflow.harness.models import ModelResponse
 
-__all__ = ["OtelPassTrace"]
+__all__ = ["OtelPassTrace", "submitted_context"]
 
 _PROPAGATOR = TraceContextTextMapPropagator()
 _SCOPE = "little_workflow"
@@ -85,6 +87,26 @@ def _recorded_parent(recorded: str | None) -> otel_context.Context | None:
         # A sub-run resumed by its resumed parent: under the parent's sub-run span.
         return None
     return parent
+
+
+def submitted_context(provider: trace.TracerProvider, workflow: str, run_id: str) -> str:
+    """The ``traceparent`` a queued run's passes continue (``_tracing.queued``)."""
+    context = otel_context.get_current()
+    if not trace.get_current_span(context).get_span_context().is_valid:
+        # Nothing traced around the submit: a span of its own roots the run's trace, so
+        # the passes that workers make later are one trace, not one each.
+        span = provider.get_tracer(_SCOPE).start_span(
+            f"submit {workflow}",
+            attributes={
+                "little_workflow.run.id": run_id,
+                "little_workflow.workflow.name": workflow,
+            },
+        )
+        span.end()
+        context = trace.set_span_in_context(span)
+    carrier: dict[str, str] = {}
+    _PROPAGATOR.inject(carrier, context)
+    return carrier["traceparent"]
 
 
 class OtelPassTrace:

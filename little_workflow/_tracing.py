@@ -31,6 +31,9 @@ from typing import TYPE_CHECKING, Protocol
 from little_workflow._failures import RunParked
 
 if TYPE_CHECKING:
+    from opentelemetry.trace import TracerProvider
+
+    from little_workflow.events import RunStarted
     from little_workflow.harness._slots import ModelSlot
     from little_workflow.harness.models import ModelResponse
     from little_workflow.runtime._state import RunState
@@ -44,6 +47,7 @@ __all__ = [
     "enter_pass",
     "model_attributes",
     "pass_trace",
+    "queued",
     "step_span",
     "sub_run_attributes",
     "tool_attributes",
@@ -105,6 +109,17 @@ TRACE: contextvars.ContextVar[PassTrace | None] = contextvars.ContextVar(
 )
 
 
+def _provider() -> TracerProvider | None:
+    """The application's tracer provider, or ``None`` when tracing is off (see above)."""
+    api = sys.modules.get("opentelemetry.trace")
+    if api is None:
+        return None
+    provider: TracerProvider = api.get_tracer_provider()
+    if isinstance(provider, api.ProxyTracerProvider | api.NoOpTracerProvider):
+        return None
+    return provider
+
+
 def pass_trace(state: RunState) -> PassTrace | None:
     """The trace of a new pass over ``state``, or ``None`` when tracing is off.
 
@@ -112,17 +127,28 @@ def pass_trace(state: RunState) -> PassTrace | None:
     the pass joins that trace (under the current span when that is in the same trace: a
     sub-run resumed by its resumed parent).
     """
-    api = sys.modules.get("opentelemetry.trace")
-    if api is None:
-        return None
-    provider = api.get_tracer_provider()
-    if isinstance(provider, api.ProxyTracerProvider | api.NoOpTracerProvider):
+    provider = _provider()
+    if provider is None:
         return None
     from little_workflow._otel import OtelPassTrace
 
     number = state.resumes + 2 if state.last_seq else 1
     workflow = state.workflow_name or None
     return OtelPassTrace(provider, state.run_id, workflow, state.trace_context, number=number)
+
+
+def queued(started: RunStarted, run_id: str) -> RunStarted:
+    """``started``, for a run that a worker (maybe in another process) will drive, with
+    the trace its passes join recorded: the current span's (a parent's sub-run span, the
+    submitting request's), else a ``submit`` span's made here; unchanged when tracing is off.
+    """
+    provider = _provider()
+    if provider is None:
+        return started
+    from little_workflow._otel import submitted_context
+
+    context = submitted_context(provider, started.workflow_name, run_id)
+    return started.model_copy(update={"trace_context": context})
 
 
 @contextlib.contextmanager

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
+from little_workflow._tracing import queued
 from little_workflow.codec import JsonValue, dumps, sha256_digest
 from little_workflow.errors import ConfigError
 from little_workflow.events import CodeDrifted, RunStarted
@@ -265,6 +266,6 @@ async def submit_code(
         started = program.run_started(
             run_input, parent_run_id=None, parent_step_path=None, outer_loop=None
         )
-        await host.events.append(run_id, [started], expected_seq=0)
+        await host.events.append(run_id, [queued(started, run_id)], expected_seq=0)
     await host.queue.submit(run_id, queue=queue_name)
     return run_id

@@ -26,6 +26,7 @@ import asyncio
 import contextlib
 from typing import TYPE_CHECKING, Protocol
 
+from little_workflow._tracing import queued
 from little_workflow.codec import JsonValue
 from little_workflow.errors import ConflictError, RunFailedError
 from little_workflow.runtime._launch import result_of
@@ -180,7 +181,7 @@ async def run_child_on_queue(
             started = version.run_started(
                 input, parent_run_id=parent_run_id, parent_step_path=parent_step_path
             )
-            await runtime.events.append(run_id, [started], expected_seq=0)
+            await runtime.events.append(run_id, [queued(started, run_id)], expected_seq=0)
     await queue.submit(run_id, parent_run_id=parent_run_id)
     loop = asyncio.get_running_loop()
     # Other workers first: an idle one claims within its poll interval. Only a sub-run

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from little_workflow._deltas import DEFAULT_BUFFER, DeltaStream
+from little_workflow._tracing import queued
 from little_workflow.codec import JsonValue, dumps
 from little_workflow.errors import ConfigError
 from little_workflow.events import RunStatus
@@ -289,7 +290,8 @@ class Runtime(RunResources):
         if await self.events.read(run_id, limit=1):
             check_same_run(await read_state(self.events, run_id), version, run_input)
         else:
-            await self.events.append(run_id, [version.run_started(run_input)], expected_seq=0)
+            started = queued(version.run_started(run_input), run_id)
+            await self.events.append(run_id, [started], expected_seq=0)
         await self.queue.submit(run_id, queue=queue_name)
         return run_id
 

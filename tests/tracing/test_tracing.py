@@ -8,6 +8,7 @@ The last proves that without a tracer provider nothing of OpenTelemetry is impor
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -254,6 +255,60 @@ def test_a_killed_run_resumed_in_another_process_is_one_trace(tmp_path: Path) ->
     steps = [s for s in resumed if s["name"].startswith("step ")]
     assert len(steps) == 2
     assert all(s["parent"] == resumed_pass["span_id"] for s in steps)
+
+
+async def test_a_submitted_run_and_its_queued_sub_runs_are_one_trace_across_processes(
+    tmp_path: Path, spans: InMemorySpanExporter
+) -> None:
+    data, worker_spans = tmp_path / "data", tmp_path / "worker.jsonl"
+    spread = REPO / "tests" / "workers" / "spread.yaml"
+    async with Runtime(data) as rt:
+        await rt.submit(spread, {"items": [1, 2, 3]}, run_id="run_spread")
+        worker_process = await asyncio.create_subprocess_exec(
+            *(sys.executable, "-m", "tests.tracing.worker", str(data), str(worker_spans)),
+            "run_spread",
+            cwd=REPO,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        _, stderr = await asyncio.wait_for(worker_process.communicate(), 90)
+        assert worker_process.returncode == 0, stderr.decode()
+        state = await rt.get_state("run_spread")
+        children = sorted(r.sub_run_id for r in state.steps.values() if r.sub_run_id)
+        recorded = {}
+        for run_id in ("run_spread", *children):
+            [first] = await rt.events.read(run_id, limit=1)
+            assert isinstance(first.event, RunStarted)
+            recorded[run_id] = first.event.trace_context
+    assert state.output == [1, 4, 9]
+    assert len(children) == 3
+
+    # The submit, in this process, roots the trace: nothing was traced around it.
+    [submit] = spans.get_finished_spans()
+    assert submit.name == "submit spread"
+    assert _parent(submit) is None
+    trace_id = f"{_trace_id(submit):032x}"
+    assert recorded["run_spread"] is not None
+    assert recorded["run_spread"].startswith(f"00-{trace_id}-{_id(submit):016x}-")
+    # Everything the worker process did is in that trace.
+    worker = _read_spans(worker_spans)
+    assert {s["trace_id"] for s in worker} == {trace_id}
+    passes = {
+        s["attributes"]["little_workflow.run.id"]: s for s in worker if s["name"].startswith("run ")
+    }
+    assert set(passes) == {"run_spread", *children}
+    assert passes["run_spread"]["parent"] == f"{_id(submit):016x}"
+    # Each queued sub-run recorded its parent's sub-run span, and its pass sits under it,
+    # whichever of the worker's slots drove it.
+    sub_runs = {
+        s["attributes"]["little_workflow.sub_run.id"]: s
+        for s in worker
+        if s["name"].startswith("sub_run ")
+    }
+    assert set(sub_runs) == set(children)
+    for child in children:
+        assert sub_runs[child]["parent"] == passes["run_spread"]["span_id"]
+        assert (recorded[child] or "").startswith(f"00-{trace_id}-{sub_runs[child]['span_id']}-")
+        assert passes[child]["parent"] == sub_runs[child]["span_id"]
 
 
 def test_without_a_tracer_provider_nothing_of_opentelemetry_is_imported(tmp_path: Path) -> None:
