@@ -18,7 +18,7 @@ import click
 from little_workflow.cli._main import Options, execute, print_json
 from little_workflow.cli._runs import _runtime
 from little_workflow.cli._tables import print_table, stdout_console
-from little_workflow.cli._usage import usage_lines
+from little_workflow.cli._usage import prices_option, usage_lines
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -67,6 +67,7 @@ def _duration(seconds: float) -> str:
     "side-effect intents without outcome; each with the command that carries it on.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
+@prices_option("each run's usage in --json has")
 @click.pass_obj
 def runs(
     options: Options,
@@ -78,6 +79,7 @@ def runs(
     stuck: bool,
     waiting: bool,
     as_json: bool,
+    prices: Path | None,
 ) -> None:
     """List runs, most recent first: id, workflow, status, steps done, events, started, duration."""
     from little_workflow.views import reported_status
@@ -91,7 +93,7 @@ def runs(
 
     async def work() -> list[RunSummary]:
         async with _runtime(options) as runtime:
-            return await _reader(runtime).summaries(
+            return await _reader(runtime, prices).summaries(
                 status=None if status is None else reported_status(status),
                 workflow=workflow,
                 sub_runs=sub_runs,
@@ -343,13 +345,7 @@ def _print_event(record: RecordedEvent, as_json: bool) -> None:
 @click.command()
 @click.argument("run_id")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
-@click.option(
-    "--prices",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="A price table (TOML, or .json) per model id, per million tokens: the usage "
-    "section shows cost for the models it prices (docs/usage.md).",
-)
+@prices_option("the usage section shows")
 @click.pass_obj
 def show(options: Options, *, run_id: str, as_json: bool, prices: Path | None) -> None:
     """Show RUN_ID's steps as a tree: paths, visits, statuses, attempts, timings, and

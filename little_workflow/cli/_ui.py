@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import click
 
 from little_workflow.cli._main import EXIT_INVALID, Options, refuse
+from little_workflow.cli._usage import prices_option
 
 
 @click.command()
@@ -33,15 +35,26 @@ from little_workflow.cli._main import EXIT_INVALID, Options, refuse
 @click.option(
     "--open/--no-open", "open_browser", default=False, help="Open the UI in a web browser."
 )
+@prices_option("the run pages and the runs list show")
 @click.pass_obj
-def ui(options: Options, *, host: str, port: int, token: str | None, open_browser: bool) -> None:
+def ui(
+    options: Options,
+    *,
+    host: str,
+    port: int,
+    token: str | None,
+    open_browser: bool,
+    prices: Path | None,
+) -> None:
     """Serve the web UI (runs, steps, events, model and tool calls) until interrupted."""
     from little_workflow._extras import require
-    from little_workflow.errors import MissingExtraError
+    from little_workflow.errors import ConfigError, MissingExtraError
+    from little_workflow.views import load_prices
 
     try:
         require("ui", "little-workflow ui")
-    except MissingExtraError as exc:
+        table = None if prices is None else load_prices(prices)
+    except (MissingExtraError, ConfigError) as exc:
         refuse(exc)
     from little_workflow.ui import serve
 
@@ -62,6 +75,7 @@ def ui(options: Options, *, host: str, port: int, token: str | None, open_browse
             host=host,
             port=port,
             token=token or None,
+            prices=table,
             announce=announce,
             on_ready=opened,
         )

@@ -2,12 +2,27 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
 
 if TYPE_CHECKING:
     from little_workflow.views import UsageReport, UsageTotals
 
-__all__ = ["tokens_text", "usage_lines"]
+__all__ = ["prices_option", "tokens_text", "usage_lines"]
+
+
+def prices_option(shows: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """``--prices FILE``: the price table that costs the model usage ``shows``."""
+    return click.option(
+        "--prices",
+        type=click.Path(dir_okay=False, path_type=Path),
+        default=None,
+        help="A price table (TOML, or .json) per model id, per million tokens: "
+        f"{shows} cost for the models it prices (docs/usage.md).",
+    )
 
 
 def _plural(count: int, word: str) -> str:

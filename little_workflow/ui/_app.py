@@ -48,7 +48,14 @@ from little_workflow.runtime import Runtime
 from little_workflow.ui._artifacts import Artifacts
 from little_workflow.ui._security import Guard
 from little_workflow.ui._writes import send_event
-from little_workflow.views import INTERRUPTED, TERMINAL, RunReader, event_row, reported_status
+from little_workflow.views import (
+    INTERRUPTED,
+    TERMINAL,
+    PriceTable,
+    RunReader,
+    event_row,
+    reported_status,
+)
 
 __all__ = ["create_app"]
 
@@ -62,8 +69,11 @@ _LOOK_SECONDS = 1.0
 class _Backend:
     """The runtime (store and data directory) and the read model, opened with the app."""
 
-    def __init__(self, data_dir: str | os.PathLike[str], store: str | None) -> None:
+    def __init__(
+        self, data_dir: str | os.PathLike[str], store: str | None, prices: PriceTable | None
+    ) -> None:
         self.runtime = Runtime(data_dir, store=store, import_functions=False)
+        self.prices = prices
         self.artifacts = Artifacts(self.runtime.data_dir.root)
         self._reader: RunReader | None = None
 
@@ -79,6 +89,7 @@ class _Backend:
             self.runtime.events,
             interrupted=self.runtime.interrupted_runs,
             waiting=self.runtime.waiting_runs,
+            prices=self.prices,
         )
         try:
             yield
@@ -267,14 +278,16 @@ def create_app(
     token: str | None = None,
     *,
     poll_interval: float = 0.25,
+    prices: PriceTable | None = None,
 ) -> Starlette:
     """The UI for the runs in ``data_dir`` (and ``store``, if the log lives elsewhere).
 
     With ``token``, every request must carry it (see ``_security``); without, only
     requests to a loopback host name are answered. ``poll_interval`` is how often an
-    open run page's stream looks for new events, in seconds.
+    open run page's stream looks for new events, in seconds. ``prices`` costs the model
+    usage the pages show (``views.load_prices``).
     """
-    backend = _Backend(data_dir, store)
+    backend = _Backend(data_dir, store, prices)
     api = _Api(backend, poll_interval)
     routes = [
         Route("/", api.page),

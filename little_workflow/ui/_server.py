@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 from little_workflow.ui._app import create_app
 from little_workflow.ui._security import is_loopback
+from little_workflow.views import PriceTable
 
 __all__ = ["bind", "serve", "url_for"]
 
@@ -47,6 +48,7 @@ def serve(
     host: str = "127.0.0.1",
     port: int = 8765,
     token: str | None = None,
+    prices: PriceTable | None = None,
     announce: Callable[[str], None] = print,
     on_ready: Callable[[str], None] | None = None,
 ) -> None:
@@ -54,7 +56,7 @@ def serve(
 
     Bound to anything but a loopback address, the UI requires a token: ``token``, or a
     new random one (printed in the URL). ``on_ready`` gets the URL once the socket
-    listens (to open a browser, say).
+    listens (to open a browser, say). ``prices`` costs the model usage the pages show.
     """
     import uvicorn
 
@@ -62,7 +64,7 @@ def serve(
         token = secrets.token_urlsafe(32)
     sock = bind(host, port)
     url = url_for(host, sock.getsockname()[1], token)
-    app = create_app(data_dir, store=store, token=token)
+    app = create_app(data_dir, store=store, token=token, prices=prices)
     config = uvicorn.Config(
         app,
         log_level="warning",
