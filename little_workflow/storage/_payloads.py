@@ -30,6 +30,14 @@ agent's 200-turn session stores each turn's new messages once, and its log grows
 the conversation instead of with its square. The request minus its messages (model,
 tools) is the same on every turn and, content-addressed, is stored once too.
 
+**Media parts** (an image or a file sent with a message) larger than ``inline_bytes``
+are blobs of their own: the part's decoded bytes, so one photo sent by a hundred
+sessions (a map of reviewers over one document) is stored once, not once a session. In
+``add`` such a part's ``data`` is a reference, and the node says ``"v": 2``; a node
+without one stays ``"v": 1``, byte for byte what earlier versions wrote and read (a
+version that predates media references refuses a ``v: 2`` node as unreadable, typed,
+rather than misreading it).
+
 **Size limit.** A payload whose stored blob would exceed ``max_payload_bytes`` (64 MiB
 by default) raises ``PayloadTooLargeError`` naming the step, before anything of the
 append is written (blobs included). A conversation node holds one turn's new
@@ -55,6 +63,7 @@ for payload values; every consumer of a value would have to know about them.
 
 from __future__ import annotations
 
+import base64
 import builtins
 import json
 import json.encoder as _json_encoder
@@ -110,6 +119,9 @@ REF_KEY: Final = "$blob"
 LITERAL_KEY: Final = "$lit"
 _CONVERSATION: Final = "conversation"
 _NODE_VERSION: Final = 1
+#: A node whose ``add`` refers to media blobs (see the module docstring).
+_MEDIA_NODE_VERSION: Final = 2
+_MEDIA_TYPES: Final = frozenset({"image", "file"})
 
 #: The fields of each event type that hold payloads (and so may hold a stored form).
 PAYLOAD_FIELDS: Final[dict[type[Event], tuple[str, ...]]] = {
@@ -225,7 +237,24 @@ def _node_refs(node: dict[str, Any], where: str) -> list[PayloadRef]:
     rest = _stored_ref(node.get("request"), where)
     if rest is not None:
         found.append(rest)
+    if node["v"] == _MEDIA_NODE_VERSION:
+        found.extend(_parse_ref(part["data"], where) for part in _media_refs(node["add"]))
     return found
+
+
+def _media_parts(messages: Sequence[JsonValue]) -> Iterable[dict[str, Any]]:
+    """The image and file parts of ``messages`` (stored messages: JSON, by alias)."""
+    for message in messages:
+        content = message.get("content") if type(message) is dict else None
+        if type(content) is list:
+            for part in content:
+                if type(part) is dict and part.get("type") in _MEDIA_TYPES:
+                    yield part
+
+
+def _media_refs(messages: Sequence[JsonValue]) -> Iterable[dict[str, Any]]:
+    """The media parts of a ``v: 2`` node's ``add`` whose ``data`` is a reference."""
+    return (part for part in _media_parts(messages) if type(part.get("data")) is dict)
 
 
 async def referenced_digests(refs: Iterable[PayloadRef], blobs: BlobStore) -> set[str]:
@@ -241,6 +270,17 @@ async def referenced_digests(refs: Iterable[PayloadRef], blobs: BlobStore) -> se
             where = f"conversation node {ref.digest}"
             pending.extend(_node_refs(_parse_node(await blobs.get(ref.digest), where), where))
     return seen
+
+
+def _with_parts(message: JsonValue, replaced: dict[int, dict[str, JsonValue]]) -> JsonValue:
+    """``message`` with the content parts in ``replaced`` (by ``id``) swapped, copied only
+    where one is: the messages given are shared with the session's chain."""
+    content = message.get("content") if type(message) is dict else None
+    if type(content) is not list or not any(id(part) in replaced for part in content):
+        return message
+    assert type(message) is dict
+    parts: list[JsonValue] = [replaced.get(id(part), part) for part in content]
+    return {**message, "content": parts}
 
 
 def _encode(value: object, event: Event, name: str) -> bytes:
@@ -271,7 +311,7 @@ def _parse_node(data: bytes, where: str) -> dict[str, Any]:
         raise CorruptDataError(f"{where} is not a compressed JSON node: {exc}") from exc
     if (
         type(node) is not dict
-        or node.get("v") != _NODE_VERSION
+        or node.get("v") not in (_NODE_VERSION, _MEDIA_NODE_VERSION)
         or type(node.get("keep")) is not int
         or type(node.get("add")) is not list
         or "request" not in node
@@ -469,11 +509,13 @@ class PayloadLog:
             while keep < limit and previous[keep] == messages[keep]:
                 keep += 1
         rest = {name: (None if name == "messages" else item) for name, item in request.items()}
+        added = messages[keep:]
+        with_media = self._store_media(added, batch, event)
         node: dict[str, JsonValue] = {
-            "v": _NODE_VERSION,
+            "v": _NODE_VERSION if with_media is None else _MEDIA_NODE_VERSION,
             "prev": head.ref.digest if head is not None and keep else None,
             "keep": keep,
-            "add": messages[keep:],
+            "add": added if with_media is None else with_media,
             # The rest of a request (model, tool specs) is the same on every turn: as
             # a blob of its own it is stored once, not once a node.
             "request": self._store(rest, batch, event, "request", _REST_INLINE_BYTES),
@@ -483,6 +525,30 @@ class PayloadLog:
         ref = self._put(zlib.compress(data, _NODE_COMPRESSION), batch, _CONVERSATION)
         batch.chains[key] = _Chain(messages=messages, ref=ref)
         return ref.to_json()
+
+    def _store_media(
+        self, messages: list[JsonValue], batch: _Batch, event: HarnessModelCalled
+    ) -> list[JsonValue] | None:
+        """``messages`` with each large media part's bytes put as a blob and its ``data``
+        a reference; ``None`` when no part is that large (the node stays ``v: 1``)."""
+        large = [
+            part
+            for part in _media_parts(messages)
+            if type(part.get("data")) is str and len(part["data"]) > self.inline_bytes
+        ]
+        if not large:
+            return None
+        replaced: dict[int, dict[str, JsonValue]] = {}
+        for part in large:
+            try:
+                data = base64.b64decode(part["data"], validate=True)
+            except ValueError:
+                continue  # not base64 (the part's own check is elsewhere): kept as it is
+            self._check_limit(len(data), event, "request")
+            replaced[id(part)] = {**part, "data": self._put(data, batch).to_json()}
+        if not replaced:
+            return None
+        return [_with_parts(message, replaced) for message in messages]
 
     def _remember_head(self, key: tuple[str, str], chain: _Chain) -> None:
         self._heads[key] = chain
@@ -603,7 +669,10 @@ class PayloadLog:
                     f"{where}: conversation node {node_digest} keeps {keep} messages of "
                     f"{len(messages)}"
                 )
-            messages = messages[:keep] + node["add"]
+            added = node["add"]
+            if node["v"] == _MEDIA_NODE_VERSION:
+                added = await self._media(added, f"{where}: node {node_digest}")
+            messages = messages[:keep] + added
             request = await self.resolve(node["request"], where=f"{where}: node {node_digest}")
             self._nodes[node_digest] = (messages, request)
             self._nodes.move_to_end(node_digest)
@@ -611,6 +680,15 @@ class PayloadLog:
             self._nodes.popitem(last=False)
         # The walk ended at ``ref``'s own node (the last one resolved, or a cached one).
         return messages, request
+
+    async def _media(self, added: list[JsonValue], where: str) -> list[JsonValue]:
+        """A ``v: 2`` node's ``add`` with every media reference read back into base64."""
+        replaced: dict[int, dict[str, JsonValue]] = {}
+        for part in _media_refs(added):
+            ref = _parse_ref(part["data"], where)
+            data = await self._get(ref, where)
+            replaced[id(part)] = {**part, "data": base64.b64encode(data).decode("ascii")}
+        return [_with_parts(message, replaced) for message in added]
 
     # --- the rest of EventLog ---------------------------------------------------------
 

@@ -3,8 +3,11 @@ corruption; on real stores (memory, a SQLite file with blob files, PostgreSQL)."
 
 from __future__ import annotations
 
+import base64
 import json
+import random
 import typing
+import zlib
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -322,3 +325,98 @@ async def test_equal_values_of_other_types_in_one_append_stay_apart(
     await log.append(RUN, [_started(), *(_completed(f"s{i}", v) for i, v in enumerate(values))])
     read = await _outputs(_log(store))
     assert [json.dumps(value) for value in read] == [json.dumps(value) for value in values]
+
+
+def _photo_message(photo: bytes, text: str) -> JsonValue:
+    return {
+        "role": "user",
+        "content": [
+            {"type": "text", "text": text},
+            {"type": "image", "mediaType": "image/png", "data": base64.b64encode(photo).decode()},
+        ],
+    }
+
+
+def _node_versions(store_blobs: list[bytes]) -> list[int]:
+    versions = []
+    for data in store_blobs:
+        try:
+            versions.append(json.loads(zlib.decompress(data))["v"])
+        except (zlib.error, ValueError, KeyError, TypeError):
+            continue  # a value blob, not a node
+    return versions
+
+
+async def test_a_media_part_sent_by_many_sessions_is_one_blob(store: Store) -> None:
+    log = _log(store)
+    await log.append(RUN, [_started()])
+    photo = random.Random(7).randbytes(60_000)  # incompressible, as a real PNG is
+    requests = []
+    for session in range(5):
+        messages: list[JsonValue] = [_photo_message(photo, f"review {session}")]
+        for turn in range(3):
+            request = _request(messages)
+            requests.append(request)
+            called = HarnessModelCalled(
+                session_id=f"s{session}", call_id=f"c{turn}", slot="x", request=request
+            )
+            await log.append(RUN, [called], sync=False)
+            messages = [*messages, *_turn(turn)]
+    # Fifteen requests of five sessions carry the photo: its bytes are on disk once.
+    assert await _stored_bytes(store) < 1.3 * len(photo)
+    photo_blobs = [info for info in await store.blobs.list() if info.size == len(photo)]
+    assert len(photo_blobs) == 1
+    assert await store.blobs.get(photo_blobs[0].digest) == photo
+    for reader in (log, _log(store)):
+        read = [r.event for r in await reader.read(RUN)]
+        assert [e.request for e in read if isinstance(e, HarnessModelCalled)] == requests
+    # Only nodes that add a referenced part are v2; the text-only turns stay v1.
+    blobs = [await store.blobs.get(info.digest) for info in await store.blobs.list()]
+    assert sorted(_node_versions(blobs)) == [1] * 10 + [2] * 5
+    stored = [record.event for record in await store.events.read(RUN)]
+    refs = [ref for event in stored for ref in payload_refs(event)]
+    assert await referenced_digests(refs, store.blobs) == {
+        info.digest for info in await store.blobs.list()
+    }
+
+
+async def test_a_small_or_malformed_media_part_stays_in_its_node(store: Store) -> None:
+    log = _log(store)
+    await log.append(RUN, [_started()])
+    small = _photo_message(b"tiny png", "look")
+    not_base64: JsonValue = {
+        "role": "user",
+        "content": [{"type": "file", "mediaType": "application/pdf", "data": "*" * 9000}],
+    }
+    turns = [message for index in range(4) for message in _turn(index)]
+    requests = [_request([small, *turns]), _request([not_base64])]
+    for index, request in enumerate(requests):
+        called = HarnessModelCalled(session_id=f"s{index}", call_id="c", slot="x", request=request)
+        await log.append(RUN, [called])
+    read = await _log(store).read(RUN)
+    assert [r.event.request for r in read if isinstance(r.event, HarnessModelCalled)] == requests
+    blobs = [await store.blobs.get(info.digest) for info in await store.blobs.list()]
+    assert _node_versions(blobs) == [1, 1]
+
+
+async def test_a_lost_or_damaged_media_blob_is_a_typed_error_naming_it(tmp_path: Path) -> None:
+    store = await open_store(f"sqlite:///{tmp_path}/little-workflow.db")
+    try:
+        photo = random.Random(3).randbytes(20_000)
+        called = HarnessModelCalled(
+            session_id="s", call_id="c", slot="x", request=_request([_photo_message(photo, "a")])
+        )
+        await _log(store).append(RUN, [_started(), called])
+        [info] = [i for i in await store.blobs.list() if i.size == len(photo)]
+        assert isinstance(store.blobs, FileBlobStore)
+        path = store.blobs.path(info.digest)
+        damaged = bytearray(photo)
+        damaged[100] ^= 0x01
+        path.write_bytes(bytes(damaged))
+        with pytest.raises(CorruptDataError, match=info.digest):
+            await _log(store).read(RUN)
+        path.unlink()
+        with pytest.raises(BlobNotFoundError, match=info.digest):
+            await _log(store).read(RUN)
+    finally:
+        await store.close()
