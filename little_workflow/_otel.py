@@ -4,7 +4,8 @@ One span per pass of a run in a process (``run <workflow>``), and under it one p
 that runs, model call, tool call, wait and sub-run, each current while it runs so the
 spans a step's code makes itself nest under it. A unit served from the log made no work
 in this pass: it is an event (``little_workflow.step.replayed``) on the pass span, not a
-span with a duration it never took.
+span with a duration it never took; so is a model or tool call that a step running again
+gets from the log (``little_workflow.call.replayed``, on that step's span).
 
 A run's first pass records its span's ``traceparent`` on ``RunStarted``; every later pass
 (a resume in another process, a worker that took the run over) starts its span as a child
@@ -168,6 +169,14 @@ class OtelPassTrace:
         self._span.add_event(
             "little_workflow.step.replayed",
             {"little_workflow.step.path": path, "little_workflow.step.replayed": True},
+        )
+
+    def call_replayed(self, path: str) -> None:
+        # The harness's paths are the step's own ("agent.turns[0].model"): on the step's
+        # span they say which step's call it was.
+        trace.get_current_span().add_event(
+            "little_workflow.call.replayed",
+            {"little_workflow.call.path": path, "little_workflow.step.replayed": True},
         )
 
     def end(self, status: str, error: BaseException | None = None) -> None:

@@ -98,6 +98,11 @@ class PassTrace(Protocol):
         """A unit at ``path`` was served from the log: marked, not timed."""
         ...
 
+    def call_replayed(self, path: str) -> None:
+        """A model or tool call (a harness unit at ``path``) of a step that runs again was
+        served from the log: marked on the current span (the step's), not timed."""
+        ...
+
     def end(self, status: str, error: BaseException | None = None) -> None:
         """End the pass span with how the pass ended (the run's status)."""
         ...

@@ -26,6 +26,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Literal, Protocol, runtime_checkable
 
+from little_workflow._tracing import TRACE
 from little_workflow.codec import JsonValue
 from little_workflow.errors import RecordedFailure
 
@@ -158,6 +159,10 @@ async def run_unit(
     """
     recorded = recorder.replay(unit)
     if recorded is not None:
+        trace = TRACE.get()
+        if trace is not None:
+            # A model or tool call served from the log: marked, never timed as a call.
+            trace.call_replayed(unit.path)
         if cursor is not None and recorded.item_position is not None:
             cursor.reach(recorded.item_position)
         if recorded.ok:

@@ -30,7 +30,7 @@ from little_workflow.events import RunStarted
 from little_workflow.runtime import Runtime
 from tests.code_first.test_code_agents import judged
 from tests.runtime.session_support import make
-from tests.runtime.support import wait_for_file
+from tests.runtime.support import Crash, wait_for_file
 from tests.test_readme import REPO
 from tests.tracing.flows import HOLD_ENV, parent
 
@@ -205,6 +205,44 @@ async def test_model_and_tool_calls_follow_the_genai_conventions(
             parent_id = _parent(parent_span)
             parent_span = None if parent_id is None else ids.get(parent_id)
         assert parent_span is step, span.name
+
+
+async def test_a_resumed_agent_marks_its_replayed_calls_and_times_only_new_ones(
+    tmp_path: Path, spans: InMemorySpanExporter
+) -> None:
+    rt, _provider, tools = make(tmp_path)
+    tools.crash_at = "score"  # killed in the second tool call, two model answers committed
+    async with rt:
+        with pytest.raises(Crash):
+            await rt.run(judged, {"who": "Ada"}, run_id="run_agent")
+    spans.clear()
+    rt, provider, _tools = make(tmp_path)
+    async with rt:
+        result = await rt.resume("run_agent")
+    assert result.output == "Ada scores 70"
+    assert provider.calls == 1
+    finished = spans.get_finished_spans()
+    [step] = [s for s in finished if s.name.startswith("step ")]
+    replayed = [
+        e.attributes["little_workflow.call.path"]
+        for e in step.events
+        if e.name == "little_workflow.call.replayed" and e.attributes
+    ]
+    calls = [
+        s
+        for s in finished
+        if s.attributes and s.attributes.get("gen_ai.operation.name") in ("chat", "execute_tool")
+    ]
+    # Only the tool call the kill cut off and the last model turn are timed now, under
+    # the step that runs again...
+    assert [(s.attributes or {}).get("gen_ai.tool.name") for s in calls] == ["score", None]
+    assert {_parent(s) for s in calls} == {_id(step)}
+    # ...and the calls committed before the kill are events on that step, not spans.
+    assert replayed == [
+        "agent.turns[0].model",
+        "agent.turns[0].tools[call_lookup]",
+        "agent.turns[1].model",
+    ]
 
 
 def _read_spans(path: Path) -> list[dict[str, Any]]:
