@@ -15,11 +15,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from little_workflow._tracing import queued
 from little_workflow.codec import JsonValue, sha256_digest
 from little_workflow.errors import ConfigError, LittleWorkflowError
 from little_workflow.events import RunStarted, RunStatus
 from little_workflow.harness._manifest import drift_error, manifest_hash
 from little_workflow.harness._slots import resolve_slot
+from little_workflow.ids import new_id, validate_id
 from little_workflow.lwir import (
     AgentStep,
     DecisionStep,
@@ -34,8 +36,9 @@ from little_workflow.lwir import (
 from little_workflow.runtime._host import RunHost, SubRunner
 from little_workflow.runtime._lwir_walk import LwirWalk, lwir_walk
 from little_workflow.runtime._sessions import session_manifest, step_at
-from little_workflow.runtime._state import RunState, fold, unfinished_sub_runs
+from little_workflow.runtime._state import RunState, fold, read_state, unfinished_sub_runs
 from little_workflow.runtime._workflows import WorkflowVersion
+from little_workflow.storage import PayloadLog, RunQueue
 
 __all__ = [
     "LwirProgram",
@@ -291,3 +294,27 @@ async def replay_run(host: RunHost, state: RunState, version: WorkflowVersion) -
         replayed_steps=walk.run.replayed,
         unreached=tuple(unreached),
     )
+
+
+async def submit_version(
+    events: PayloadLog,
+    queue: RunQueue,
+    version: WorkflowVersion,
+    input: JsonValue,
+    *,
+    run_id: str | None,
+    queue_name: str,
+) -> str:
+    """Commit a run of ``version``'s ``RunStarted`` and queue it on ``queue_name``; its id.
+
+    As ``Runtime.submit``: an existing ``run_id`` of the same workflow and input is queued
+    again (a submit cut between its two writes), anything else is refused.
+    """
+    run_id = new_id("run") if run_id is None else validate_id(run_id, what="run id")
+    if await events.read(run_id, limit=1):
+        check_same_run(await read_state(events, run_id), version, input)
+    else:
+        started = queued(version.run_started(input), run_id)
+        await events.append(run_id, [started], expected_seq=0)
+    await queue.submit(run_id, queue=queue_name)
+    return run_id

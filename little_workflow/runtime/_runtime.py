@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from little_workflow._deltas import DEFAULT_BUFFER, DeltaStream
-from little_workflow._tracing import queued
 from little_workflow.codec import JsonValue, dumps
 from little_workflow.errors import ConfigError
 from little_workflow.events import RunStatus
@@ -47,9 +46,9 @@ from little_workflow.runtime._lwir_program import (
     ReplayResult,
     available_workflows,
     check_callables,
-    check_same_run,
     load_model,
     replay_run,
+    submit_version,
 )
 from little_workflow.runtime._outer import (
     OuterLoopManifest,
@@ -286,14 +285,9 @@ class Runtime(RunResources):
         await self.open()
         queue_name = await check_queue(self.queue, queue)
         version, run_input = await self._prepare(workflow, input)
-        run_id = new_id("run") if run_id is None else validate_id(run_id, what="run id")
-        if await self.events.read(run_id, limit=1):
-            check_same_run(await read_state(self.events, run_id), version, run_input)
-        else:
-            started = queued(version.run_started(run_input), run_id)
-            await self.events.append(run_id, [started], expected_seq=0)
-        await self.queue.submit(run_id, queue=queue_name)
-        return run_id
+        return await submit_version(
+            self.events, self.queue, version, run_input, run_id=run_id, queue_name=queue_name
+        )
 
     async def set_queue(
         self, name: str, *, concurrency: int | None = None, rate: Rate | None = None
