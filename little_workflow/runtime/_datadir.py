@@ -4,7 +4,7 @@
 
     .little-workflow/
       little-workflow.db      the SQLite/WAL event log and KV store (the embedded default)
-      blobs/                  large payloads by SHA-256 (``storage.FileBlobStore``)
+      blobs/                  payloads over 64 KiB by SHA-256 (``storage.SqliteBlobStore``)
       artifacts/              artifact files and their manifests
       runs/<runId>/harness/   harness session scratch, made when a session starts
       memory/                 the agents' memory store

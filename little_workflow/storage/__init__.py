@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from little_workflow.storage._blobs import BlobInfo, BlobRef, BlobStore, blob_digest
     from little_workflow.storage._blobs_file import FileBlobStore
     from little_workflow.storage._blobs_memory import MemoryBlobStore
+    from little_workflow.storage._blobs_sqlite import SqliteBlobStore
     from little_workflow.storage._fence import Fence, current_fence, fenced
     from little_workflow.storage._file import FileStorage, create_file_storage
     from little_workflow.storage._keys import MAX_KEY_LENGTH, validate_key, validate_prefix
@@ -59,6 +60,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     ),
     "little_workflow.storage._blobs_file": ("FileBlobStore",),
     "little_workflow.storage._blobs_memory": ("MemoryBlobStore",),
+    "little_workflow.storage._blobs_sqlite": ("SqliteBlobStore",),
     "little_workflow.storage._fence": ("Fence", "current_fence", "fenced"),
     "little_workflow.storage._file": (
         "FileStorage",
@@ -132,6 +134,7 @@ __all__ = [
     "Rate",
     "RunInfo",
     "RunQueue",
+    "SqliteBlobStore",
     "StorageAdapter",
     "Store",
     "StoreSpec",

@@ -45,8 +45,9 @@ async def open_store(store: str | StoreSpec) -> Store:
     """Open an event log and a KV store on the backend a store URL names.
 
     On SQLite and PostgreSQL they share one database (one file, one pool); a SQLite
-    store keeps its blobs in files beside the database (``StoreSpec.blob_dir``), a
-    PostgreSQL one in a table. A ``file:`` URL is refused, since it holds no event log.
+    store keeps its blobs of up to 64 KiB in its database and larger ones in files beside
+    it (``StoreSpec.blob_dir``; ``SqliteBlobStore``), a PostgreSQL one in a table. A
+    ``file:`` URL is refused, since it holds no event log.
     """
     spec = _spec(store)
     if spec.kind == "memory":
@@ -65,6 +66,7 @@ async def open_store(store: str | StoreSpec) -> Store:
         return Store(spec=spec, events=events, kv=kv, closer=close_memory, blobs=MemoryBlobStore())
     if spec.kind == "sqlite":
         from little_workflow.storage._blobs_file import FileBlobStore
+        from little_workflow.storage._blobs_sqlite import SqliteBlobStore
         from little_workflow.storage._queue_sqlite import SqliteRunQueue
         from little_workflow.storage._sqlite import SqliteEventLog, SqliteStorage
         from little_workflow.storage._sqlite_db import SqliteDatabase
@@ -76,7 +78,7 @@ async def open_store(store: str | StoreSpec) -> Store:
             events=SqliteEventLog(sqlite_db),
             kv=SqliteStorage(sqlite_db),
             closer=sqlite_db.close,
-            blobs=FileBlobStore(spec.blob_dir),
+            blobs=SqliteBlobStore(sqlite_db, FileBlobStore(spec.blob_dir)),
             queue=SqliteRunQueue(sqlite_db),
         )
     if spec.kind == "postgres":

@@ -145,6 +145,16 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     # 5: event checksums (``_checksum.py``): NULL in the rows written before, which are
     # read unverified; every append from here on fills it.
     ("ALTER TABLE events ADD COLUMN checksum INTEGER",),
+    # 6: blobs of up to 64 KiB (``_blobs_sqlite.py``); larger ones stay files. A rowid
+    # table: rows up to about a page stay in their leaf, not in overflow pages.
+    (
+        """CREATE TABLE blobs (
+            digest TEXT PRIMARY KEY,
+            size INTEGER NOT NULL,
+            data BLOB NOT NULL,
+            created_at REAL NOT NULL
+        )""",
+    ),
 )
 
 

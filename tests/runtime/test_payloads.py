@@ -22,7 +22,7 @@ from little_workflow.events import (
 from little_workflow.harness import ModelSlot, tool
 from little_workflow.harness.models import ModelRequest, scripted
 from little_workflow.lwir import AgentStep, ExecuteStep, OutputStep, Workflow
-from little_workflow.storage import FileBlobStore, open_store
+from little_workflow.storage import SqliteBlobStore, open_store
 from tests.runtime.flows.payload_funcs import big_text
 from tests.runtime.support import FLOWS, cli, cli_popen, runtime, wait_for_file
 
@@ -66,8 +66,8 @@ async def test_a_large_step_output_is_a_blob_and_reads_back_everywhere(tmp_path:
         assert set(completed.output) == {"$blob", "size"}
         # The step's result, its output and the run's output share one blob.
         assert len(await rt.blobs.list()) == 2  # rows(2000), and the run's output object
-        assert isinstance(rt.blobs, FileBlobStore)
-        assert rt.blobs.root == tmp_path / "blobs"
+        assert isinstance(rt.blobs, SqliteBlobStore)
+        assert rt.blobs.files.root == tmp_path / "blobs"
     async with runtime(tmp_path) as rt:
         assert (await rt.resume("run_large")).output == result.output
         replayed = await rt.replay("run_large")
@@ -244,6 +244,7 @@ async def test_an_agent_conversation_is_stored_once_and_resumes_mid_chain(
         whole = await rt.run(AGENT, None, run_id="run_chat")
         records = await rt.events.read("run_chat")
         stored = [record.event for record in await rt.events.inner.read("run_chat")]
+        blob_bytes = sum(info.size for info in await rt.blobs.list())
     assert whole.output == f"done after {TURNS} turns"
     called = [e for e in stored if isinstance(e, HarnessModelCalled)]
     kinds = [e.request.get("kind") if isinstance(e.request, dict) else None for e in called]
@@ -251,7 +252,6 @@ async def test_an_agent_conversation_is_stored_once_and_resumes_mid_chain(
     assert kinds.count("conversation") > TURNS - 10
     recorded = [r.event.request for r in records if isinstance(r.event, HarnessModelCalled)]
     assert recorded == [request.model_dump(mode="json", by_alias=True) for request in requests]
-    blob_bytes = sum(p.stat().st_size for p in (tmp_path / "whole" / "blobs").glob("*/*"))
     last_request = len(json.dumps(recorded[-1]))
     assert blob_bytes < 2 * last_request  # the sum of all requests is some 20x it
 
@@ -281,15 +281,9 @@ async def test_an_agent_conversation_is_stored_once_and_resumes_mid_chain(
         assert resumed.output == whole.output
         assert len(after) == TURNS - 20  # turns 21..40 only
         tail = [r.event for r in await rt.events.inner.read("run_chat")][cut:]
-    first_new = next(e for e in tail if isinstance(e, HarnessModelCalled))
-    assert isinstance(first_new.request, dict)
-    assert first_new.request["kind"] == "conversation"
-    node = json.loads(
-        zlib.decompress(
-            (tmp_path / "cut" / "blobs" / str(first_new.request["$blob"])[:2])
-            .joinpath(str(first_new.request["$blob"]))
-            .read_bytes()
-        )
-    )
+        first_new = next(e for e in tail if isinstance(e, HarnessModelCalled))
+        assert isinstance(first_new.request, dict)
+        assert first_new.request["kind"] == "conversation"
+        node = json.loads(zlib.decompress(await rt.blobs.get(str(first_new.request["$blob"]))))
     assert node["prev"] is not None
     assert node["keep"] > 40

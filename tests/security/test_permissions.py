@@ -85,6 +85,8 @@ async def test_everything_in_the_data_directory_is_owner_only(
         result = await rt.run(WORKFLOW, {"topic": "modes"}, run_id="run_modes")
         assert result.output["writer"] == "recalled: Draft v1"  # type: ignore[index, call-overload]
         await _checkpointed_harness(data)
+        # Blobs up to 64 KiB are rows of the database: a larger one is a file.
+        await rt.blobs.put(os.urandom(70_000))
         lock = FileLock(DataDir.at(data).lock_path("run", "run_held"), purpose="test")
         assert lock.try_acquire()
         queue = await create_durable_outbound_queue(

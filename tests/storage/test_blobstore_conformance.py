@@ -14,6 +14,7 @@ from little_workflow.storage import (
     BlobStore,
     FileBlobStore,
     MemoryBlobStore,
+    SqliteBlobStore,
     Store,
     open_store,
     parse_store_url,
@@ -21,25 +22,46 @@ from little_workflow.storage import (
 from little_workflow.testing import BlobStoreConformance
 from little_workflow.testing.blobstore_conformance import BlobDamager, BlobReopener
 
-BACKENDS = ["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+# ``sqlite-files``: a SQLite store's blob store with every blob a file, as large blobs
+# are, and as a store written before the blobs table kept them all.
+BACKENDS = [
+    "memory",
+    "sqlite",
+    "sqlite-files",
+    pytest.param("postgres", marks=pytest.mark.postgres),
+]
+
+
+def _blobs_of(store: Store, backend: str) -> BlobStore:
+    if backend != "sqlite-files":
+        return store.blobs
+    assert isinstance(store.blobs, SqliteBlobStore)
+    return SqliteBlobStore(store.blobs.database, store.blobs.files, file_bytes=0)
 
 
 class TestBlobStoreConformance(BlobStoreConformance):
     @pytest.fixture(params=BACKENDS)
-    def blob_url(self, request: pytest.FixtureRequest) -> str:
-        if request.param == "memory":
+    def backend(self, request: pytest.FixtureRequest) -> str:
+        name: str = request.param
+        return name
+
+    @pytest.fixture
+    def blob_url(self, backend: str, request: pytest.FixtureRequest) -> str:
+        if backend == "memory":
             return "memory:"
-        url: str = request.getfixturevalue(f"{request.param}_url")
+        url: str = request.getfixturevalue(f"{backend.partition('-')[0]}_url")
         return url
 
     @pytest.fixture
-    async def blob_store(self, blob_url: str) -> AsyncIterator[BlobStore]:
+    async def blob_store(self, blob_url: str, backend: str) -> AsyncIterator[BlobStore]:
         store = await open_store(blob_url)
-        yield store.blobs
+        yield _blobs_of(store, backend)
         await store.close()
 
     @pytest.fixture
-    async def reopen_blob_store(self, blob_url: str) -> AsyncIterator[BlobReopener | None]:
+    async def reopen_blob_store(
+        self, blob_url: str, backend: str
+    ) -> AsyncIterator[BlobReopener | None]:
         if blob_url == "memory:":
             yield None
             return
@@ -48,7 +70,7 @@ class TestBlobStoreConformance(BlobStoreConformance):
         async def reopen() -> BlobStore:
             store = await open_store(blob_url)
             opened.append(store)
-            return store.blobs
+            return _blobs_of(store, backend)
 
         yield reopen
         for store in opened:
@@ -59,8 +81,16 @@ class TestBlobStoreConformance(BlobStoreConformance):
         async def damage(digest: str, data: bytes) -> None:
             if isinstance(blob_store, MemoryBlobStore):
                 blob_store.blobs[digest] = (data, blob_store.blobs[digest][1])
-            elif isinstance(blob_store, FileBlobStore):
-                blob_store.path(digest).write_bytes(data)
+            elif isinstance(blob_store, SqliteBlobStore):
+                path = blob_store.files.path(digest)
+                if path.exists():
+                    path.write_bytes(data)
+                else:
+                    await blob_store.database.write(
+                        lambda conn: conn.execute(
+                            "UPDATE blobs SET data = ? WHERE digest = ?", (data, digest)
+                        )
+                    )
             else:
                 spec = parse_store_url(blob_url)
                 assert spec.conninfo is not None

@@ -29,8 +29,8 @@ from little_workflow.events import (
     WaitStarted,
 )
 from little_workflow.storage import (
-    FileBlobStore,
     PayloadLog,
+    SqliteBlobStore,
     Store,
     open_store,
     payload_refs,
@@ -281,21 +281,39 @@ async def test_a_flipped_byte_in_a_blob_file_is_a_typed_error_naming_it(tmp_path
         log = _log(store)
         await log.append(RUN, [_started(), _completed("a", "v" * 10_000)])
         (info,) = await store.blobs.list()
-        assert isinstance(store.blobs, FileBlobStore)
-        path = store.blobs.path(info.digest)
-        assert path.parent.parent == tmp_path / "blobs"
-        data = bytearray(path.read_bytes())
+        data = bytearray(await store.blobs.get(info.digest))
         data[5000] ^= 0x20
-        path.write_bytes(bytes(data))
+        await _damage(store, info.digest, bytes(data))
         with pytest.raises(CorruptDataError) as caught:
             await _log(store).read(RUN)
         assert info.digest in caught.value.message
         assert f"run {RUN!r} seq 2" in caught.value.message
-        path.unlink()
+        await _damage(store, info.digest, None)
         with pytest.raises(BlobNotFoundError, match=info.digest):
             await _log(store).read(RUN)
     finally:
         await store.close()
+
+
+async def _damage(store: Store, digest: str, data: bytes | None) -> None:
+    """Replace a SQLite store's blob behind its back (``None``: remove it), row or file."""
+    blobs = store.blobs
+    assert isinstance(blobs, SqliteBlobStore)
+    path = blobs.files.path(digest)
+    if path.exists():
+        if data is None:
+            path.unlink()
+        else:
+            path.write_bytes(data)
+        return
+    if data is None:
+        await blobs.database.write(
+            lambda conn: conn.execute("DELETE FROM blobs WHERE digest = ?", (digest,))
+        )
+    else:
+        await blobs.database.write(
+            lambda conn: conn.execute("UPDATE blobs SET data = ? WHERE digest = ?", (data, digest))
+        )
 
 
 def test_every_json_field_of_every_event_is_a_payload_field_or_known_small() -> None:
@@ -408,14 +426,12 @@ async def test_a_lost_or_damaged_media_blob_is_a_typed_error_naming_it(tmp_path:
         )
         await _log(store).append(RUN, [_started(), called])
         [info] = [i for i in await store.blobs.list() if i.size == len(photo)]
-        assert isinstance(store.blobs, FileBlobStore)
-        path = store.blobs.path(info.digest)
         damaged = bytearray(photo)
         damaged[100] ^= 0x01
-        path.write_bytes(bytes(damaged))
+        await _damage(store, info.digest, bytes(damaged))
         with pytest.raises(CorruptDataError, match=info.digest):
             await _log(store).read(RUN)
-        path.unlink()
+        await _damage(store, info.digest, None)
         with pytest.raises(BlobNotFoundError, match=info.digest):
             await _log(store).read(RUN)
     finally:
