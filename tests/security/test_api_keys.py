@@ -15,7 +15,9 @@ message are searched for the key, pieces of it and its base64 form.
 from __future__ import annotations
 
 import base64
+import contextlib
 import secrets
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +32,7 @@ from little_workflow.harness.models import (
     OpenAICompatibleProvider,
 )
 from little_workflow.runtime import Runtime
-from little_workflow.storage import open_storage
+from little_workflow.storage import open_storage, open_store
 from little_workflow.testing.fake_models import FakeModelServer
 from tests.harness.durable_support import durable_harness
 from tests.runtime.support import FakeSleep, cli
@@ -184,7 +186,20 @@ async def test_a_planted_key_is_nowhere(
             found += leaks(path.read_bytes(), str(path.relative_to(data)))
             scanned += 1
     assert scanned >= 10
-    assert {p.name for p in data.iterdir()} >= {"little-workflow.db", "blobs", "artifacts"}
+    assert {p.name for p in data.iterdir()} >= {"little-workflow.db", "artifacts"}
+    # Blobs are rows of the database (or files) and conversation nodes are compressed: a
+    # byte scan of the files cannot see into them, so each is read back and inflated.
+    store = await open_store(f"sqlite:///{data}/little-workflow.db")
+    try:
+        blobs = await store.blobs.list()
+        assert len(blobs) >= 5
+        for info in blobs:
+            content = await store.blobs.get(info.digest)
+            with contextlib.suppress(zlib.error):
+                content = zlib.decompress(content)
+            found += leaks(content, f"blob {info.digest}")
+    finally:
+        await store.close()
 
     for run_id in ("run_ok", "run_failed"):
         for args in (("show",), ("show", "--json"), ("events",), ("events", "--json")):
