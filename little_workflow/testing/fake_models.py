@@ -357,8 +357,9 @@ class FakeModelServer:
         """Send an error event after ``after`` events of the next ``count`` streamed answers.
 
         In the route's shape: Anthropic's ``event: error`` with ``{"type": "error",
-        "error": {...}}``, OpenAI's ``data: {"error": {...}}``; ``status`` picks the
-        error's type as ``fail_next`` does (529: ``overloaded_error``).
+        "error": {...}}``, OpenAI's ``data: {"error": {...}}``, Bedrock's ``exception``
+        message (``throttlingException`` for a 429); ``status`` picks the error's type
+        as ``fail_next`` does (529: ``overloaded_error``).
         """
         if not 400 <= status <= 599:
             raise ValueError(f"status must be an HTTP error status, not {status!r}")
