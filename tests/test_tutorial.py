@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.processes import fake_model_server
 from tests.test_readme import _SERVES, REPO, SERVER, clean_env, commands, serve_once
 
 TUTORIAL = REPO / "docs" / "tutorial.md"
@@ -42,29 +43,6 @@ def test_the_tutorial_parses() -> None:
     assert any(command.startswith("OPENAI_API_KEY=") for command, _ in found)
 
 
-def _fake_openai(work: Path, env: dict[str, str]) -> tuple[subprocess.Popen[str], str]:
-    server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "little_workflow.testing.fake_models",
-            "--script",
-            "flows:answer",
-            "--count-file",
-            "openai-calls.txt",
-        ],
-        cwd=work,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    assert server.stdout is not None
-    url = server.stdout.readline().strip()
-    assert url.startswith("http://"), server.stderr.read() if server.stderr else ""
-    return server, url
-
-
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_every_tutorial_command(tmp_path: Path) -> None:
@@ -76,10 +54,10 @@ def test_every_tutorial_command(tmp_path: Path) -> None:
     (work / ".venv").symlink_to(Path(sys.prefix), target_is_directory=True)
     env = clean_env()
     env.pop("OPENAI_API_KEY", None)
-    server, url = _fake_openai(work, env)
-    env["OPENAI_BASE_URL"] = f"{url}/v1"
     outputs: dict[str, str] = {}
-    try:
+    calls_file = work / "openai-calls.txt"
+    with fake_model_server("flows:answer", count_file=calls_file, cwd=work, env=env) as url:
+        env["OPENAI_BASE_URL"] = f"{url}/v1"
         for command, expected in commands(text):
             if expected == SERVER:
                 serve_once(command.removesuffix(_SERVES).strip(), work, env)
@@ -100,14 +78,11 @@ def test_every_tutorial_command(tmp_path: Path) -> None:
             run_id = _RUN_ID.search(command)
             if run_id and "kill -9" not in command and " show " not in command:
                 outputs[run_id.group(1) or run_id.group(2)] = done.stdout
-    finally:
-        server.terminate()
-        server.communicate(timeout=20)
     # The resumed run, the LWIR form and the real provider all give the first run's output.
     first = json.loads(outputs["run_first"])
     assert first["report"].startswith("- sqlite: one file")
     for run_id in ("run_killed", "run_lwir", "run_real"):
         assert json.loads(outputs[run_id]) == first, run_id
     # The last run's model calls went to the OpenAI-compatible server: 3 sessions, 2 calls each.
-    calls = (work / "openai-calls.txt").read_text(encoding="utf-8").splitlines()
+    calls = calls_file.read_text(encoding="utf-8").splitlines()
     assert len(calls) == 6

@@ -19,6 +19,7 @@ from typing import Any
 __all__ = [
     "anthropic_error_event",
     "anthropic_events",
+    "anthropic_payloads",
     "openai_chunks",
     "openai_error_event",
     "split_arguments",
@@ -119,16 +120,13 @@ def openai_error_event(error: Mapping[str, Any]) -> str:
 # -- Anthropic Messages ----------------------------------------------------------------
 
 
-def _block_events(index: int, block: Mapping[str, Any]) -> list[str]:
+def _block_events(index: int, block: Mapping[str, Any]) -> list[dict[str, Any]]:
     kind = block["type"]
 
-    def delta(payload: Mapping[str, Any]) -> str:
-        return _data(
-            {"type": "content_block_delta", "index": index, "delta": payload},
-            "content_block_delta",
-        )
+    def delta(payload: Mapping[str, Any]) -> dict[str, Any]:
+        return {"type": "content_block_delta", "index": index, "delta": payload}
 
-    deltas: list[str] = []
+    deltas: list[dict[str, Any]] = []
     if kind == "text":
         start: dict[str, Any] = {"type": "text", "text": ""}
         deltas = [delta({"type": "text_delta", "text": p}) for p in split_text(block["text"])]
@@ -148,39 +146,39 @@ def _block_events(index: int, block: Mapping[str, Any]) -> list[str]:
     else:  # redacted_thinking arrives whole in its start event
         start = dict(block)
     return [
-        _data(
-            {"type": "content_block_start", "index": index, "content_block": start},
-            "content_block_start",
-        ),
+        {"type": "content_block_start", "index": index, "content_block": start},
         *deltas,
-        _data({"type": "content_block_stop", "index": index}, "content_block_stop"),
+        {"type": "content_block_stop", "index": index},
     ]
 
 
-def anthropic_events(body: Mapping[str, Any]) -> list[str]:
-    """The events of the message ``body``: ``message_start`` to ``message_stop``, a ping."""
+def anthropic_payloads(body: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The events of the message ``body`` as JSON objects, before any framing.
+
+    ``message_start`` to ``message_stop``, with a ping: SSE frames them for the
+    Messages API (``anthropic_events``), AWS's event stream for Bedrock.
+    """
     usage = dict(body["usage"])
     output_tokens = usage.get("output_tokens", 0)
     # As the real API: the start holds the input figures, the output so far (1 token).
     started = {**body, "content": [], "stop_reason": None, "usage": {**usage, "output_tokens": 1}}
-    events = [
-        _data({"type": "message_start", "message": started}, "message_start"),
-        _data({"type": "ping"}, "ping"),
-    ]
+    events: list[dict[str, Any]] = [{"type": "message_start", "message": started}, {"type": "ping"}]
     for index, block in enumerate(body["content"]):
         events.extend(_block_events(index, block))
     events.append(
-        _data(
-            {
-                "type": "message_delta",
-                "delta": {"stop_reason": body["stop_reason"], "stop_sequence": None},
-                "usage": {"output_tokens": output_tokens},
-            },
-            "message_delta",
-        )
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": body["stop_reason"], "stop_sequence": None},
+            "usage": {"output_tokens": output_tokens},
+        }
     )
-    events.append(_data({"type": "message_stop"}, "message_stop"))
+    events.append({"type": "message_stop"})
     return events
+
+
+def anthropic_events(body: Mapping[str, Any]) -> list[str]:
+    """The events of the message ``body`` as SSE: each named by its ``type``."""
+    return [_data(event, event["type"]) for event in anthropic_payloads(body)]
 
 
 def anthropic_error_event(error: Mapping[str, Any]) -> str:

@@ -2,8 +2,11 @@
 
 It answers ``POST /v1/chat/completions`` and ``POST /chat/completions`` (OpenAI-style;
 also Azure OpenAI's ``/openai/deployments/<name>/chat/completions``, with its ``api-key``
-header) and ``POST /v1/messages`` (Anthropic-style) from a ``Script``, the one the ``scripted``
-provider uses, so one script drives any of the three providers. It checks each request
+header) and ``POST /v1/messages`` (Anthropic-style), and Claude's routes on the two
+clouds (``_fake_routes``): Vertex AI's ``.../publishers/anthropic/models/<model>:rawPredict``
+and ``:streamRawPredict``, Amazon Bedrock's ``/model/<id>/invoke`` and
+``/invoke-with-response-stream``. It answers from a ``Script``, the one the ``scripted``
+provider uses, so one script drives any of the providers. It checks each request
 as the real API would (required fields, roles, tool calls answered, the API key when
 one is configured) and refuses a bad one with that API's error shape and status. It can
 fail on purpose (``fail_next``, ``disconnect_next``), records every request, and can
@@ -18,7 +21,11 @@ Anthropic routes take ``x-api-key: KEY`` or ``Authorization: Bearer KEY`` (what 
 official SDK sends for ``api_key=`` and ``auth_token=``), with an ``anthropic-version``
 that is a date, 2023-06-01 or later (a missing or malformed one is the API's 400). A
 wrong credential is a 401 naming which credential was wrong (``invalid bearer token``,
-``invalid x-api-key``), the key masked.
+``invalid x-api-key``), the key masked. Vertex takes the key as its OAuth bearer token
+(a 401 in Google's error shape); Bedrock as the access key id of an AWS Signature V4
+(a 403, as Bedrock's; the signature is not checked: ``_fake_aws``) or as a Bedrock API
+key. Both clouds take the model from the path and need ``anthropic_version`` in the
+body; a Bedrock stream is AWS's binary event stream, not SSE.
 
 Usage: a reply can say the ``Usage`` its answer reports (``{"content": "hi", "usage":
 {"input_tokens": 1200, "output_tokens": 90, "cached_input_tokens": 1000,
@@ -33,10 +40,11 @@ characters a token of the request and of the answer, never zero. The scripted pr
 and both httpx providers return the same ``Usage`` for one script.
 
 The official ``openai`` and ``anthropic`` SDKs work against the fakes, streaming
-included: give the client ``base_url=server.openai_base_url`` (OpenAI) or
-``base_url=server.url`` (Anthropic), and ``max_retries=0`` to see an injected error
-as the SDK's exception (``RateLimitError`` for a 429); tests/harness/
-test_fake_models_sdk.py does.
+included: give the client ``base_url=server.openai_base_url`` (OpenAI),
+``base_url=server.url`` (Anthropic, ``AnthropicBedrock``, ``AzureOpenAI``'s
+``azure_endpoint``) or ``base_url=server.vertex_base_url`` (``AnthropicVertex``), and
+``max_retries=0`` to see an injected error as the SDK's exception (``RateLimitError``
+for a 429); tests/harness/test_fake_models_sdk.py and test_sdk_clouds.py do.
 
 In a test::
 
@@ -64,17 +72,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import datetime
 import json
 import os
-import re
 import signal
 import socket
 import sys
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from types import TracebackType
@@ -83,15 +89,26 @@ from typing import Any, Literal, Self
 from little_workflow.errors import ModelProviderError
 from little_workflow.harness.models import ModelRequest, Script, ScriptFunction, ScriptReply
 from little_workflow.references import import_reference
-from little_workflow.testing._fake_stream import (
-    anthropic_error_event,
-    anthropic_events,
-    openai_chunks,
-    openai_error_event,
+from little_workflow.testing._fake_answers import (
+    Answer,
+    Failure,
+    StreamFault,
+    credential_refusal,
+    send_json,
+    send_stream,
+    stream_parts,
+    streams,
+)
+from little_workflow.testing._fake_routes import (
+    Platform,
+    Route,
+    Wire,
+    anthropic_version_error,
+    messages_body,
+    route,
 )
 from little_workflow.testing._fake_wire import (
     WireError,
-    anthropic_error_body,
     anthropic_request,
     anthropic_response,
     forced_answer,
@@ -101,26 +118,6 @@ from little_workflow.testing._fake_wire import (
 )
 
 __all__ = ["FakeModelServer", "RecordedRequest", "main"]
-
-Wire = Literal["openai", "anthropic"]
-
-_ANTHROPIC_VERSION = re.compile(r"\d{4}-\d{2}-\d{2}")
-#: The first version of the Messages API; SDK releases move to later dates.
-_FIRST_ANTHROPIC_VERSION = datetime.date(2023, 6, 1)
-
-_ROUTES: dict[str, Wire] = {
-    "/v1/chat/completions": "openai",
-    "/chat/completions": "openai",
-    "/v1/messages": "anthropic",
-}
-#: Azure OpenAI's route: the deployment in the path (the SDK's ``AsyncAzureOpenAI``).
-_AZURE_ROUTE = re.compile(r"(?:/openai)?/deployments/[^/]+/chat/completions")
-
-
-def _route(method: str, path: str) -> Wire | None:
-    if method != "POST":
-        return None
-    return _ROUTES.get(path) or ("openai" if _AZURE_ROUTE.fullmatch(path) else None)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -142,45 +139,10 @@ class RecordedRequest:
     request: ModelRequest | None
     #: The JSON body of the answer, ``None`` when the connection was dropped.
     response: Any
-
-
-@dataclass(frozen=True, slots=True)
-class _Failure:
-    status: int  # 0 drops the connection instead of answering
-    message: str | None
-    retry_after: float | None
-
-
-@dataclass(frozen=True, slots=True)
-class _StreamFault:
-    after: int  # events sent before the fault
-    status: int  # 0 cuts the connection; else an error event in this status's shape
-    message: str | None
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class _Answer:
-    status: int
-    body: Mapping[str, Any]
-    headers: Mapping[str, str] = field(default_factory=dict)
-    request: ModelRequest | None = None
-
-    @classmethod
-    def error(
-        cls,
-        wire: Wire,
-        status: int,
-        message: str,
-        *,
-        headers: Mapping[str, str] | None = None,
-        request: ModelRequest | None = None,
-    ) -> _Answer:
-        body = (
-            openai_error_body(status, message)
-            if wire == "openai"
-            else anthropic_error_body(status, message)
-        )
-        return cls(status=status, body=body, headers=headers or {}, request=request)
+    #: The platform of the route (``azure``, ``vertex``, ...), ``None`` for an unknown one.
+    platform: Platform | None = None
+    #: Whether the request asked for a stream, in its body or (on the clouds) its path.
+    streamed: bool = False
 
 
 class _Server(ThreadingHTTPServer):
@@ -228,116 +190,6 @@ class _Handler(BaseHTTPRequestHandler):
         """Quiet: the server records requests instead of logging them."""
 
 
-def _presented_credential(wire: Wire, headers: Mapping[str, str]) -> tuple[str, str] | str:
-    """The credential a request presents, as (what it is, the key); or why it has none."""
-    authorization = headers.get("authorization", "")
-    scheme, _, token = authorization.partition(" ")
-    bearer = token.strip() if scheme.lower() == "bearer" else None
-    if wire == "openai":
-        if not authorization:
-            return (
-                "You didn't provide an API key. You need to provide your API key in an "
-                "Authorization header using Bearer auth (i.e. Authorization: Bearer YOUR_KEY)."
-            )
-        return "API key", authorization if bearer is None else bearer
-    if headers.get("x-api-key"):
-        return "x-api-key", headers["x-api-key"]
-    if not authorization:
-        return "x-api-key header is required"
-    # The official SDK sends ``Authorization: Bearer`` for ``api_key=`` as well as for
-    # ``auth_token=``; the real API takes either header.
-    if bearer is None:
-        return "invalid authorization header: expected the Bearer scheme"
-    return "bearer token", bearer
-
-
-def _anthropic_version_error(version: str | None) -> str | None:
-    """Why the ``anthropic-version`` header is refused; ``None`` for a dated version."""
-    if not version:
-        return "anthropic-version: header is required"
-    try:
-        dated = (
-            datetime.date.fromisoformat(version) if _ANTHROPIC_VERSION.fullmatch(version) else None
-        )
-    except ValueError:  # 2023-13-40: the form of a date, but none
-        dated = None
-    if dated is None or dated < _FIRST_ANTHROPIC_VERSION:
-        return (
-            f"anthropic-version: {version[:40]!r} is not a valid version "
-            f"(a date, {_FIRST_ANTHROPIC_VERSION.isoformat()} or later)"
-        )
-    return None
-
-
-def _send(
-    handler: BaseHTTPRequestHandler,
-    status: int,
-    body: Mapping[str, Any],
-    headers: Mapping[str, str] | None = None,
-) -> None:
-    data = json.dumps(body, ensure_ascii=False).encode("utf-8")
-    handler.send_response(status)
-    handler.send_header("content-type", "application/json")
-    handler.send_header("content-length", str(len(data)))
-    for name, value in (headers or {}).items():
-        handler.send_header(name, value)
-    handler.end_headers()
-    handler.wfile.write(data)
-
-
-def _streams(body: Any) -> bool:
-    return isinstance(body, dict) and body.get("stream") is True
-
-
-def _stream_events(wire: Wire, request_body: Any, answer: Mapping[str, Any]) -> list[str]:
-    if wire == "anthropic":
-        return anthropic_events(answer)
-    options = request_body.get("stream_options")
-    include_usage = isinstance(options, dict) and options.get("include_usage") is True
-    return openai_chunks(answer, include_usage=include_usage)
-
-
-def _send_stream(
-    handler: BaseHTTPRequestHandler,
-    wire: Wire,
-    events: list[str],
-    fault: _StreamFault | None,
-    pause: float = 0.0,
-) -> None:
-    """``events`` as a chunked ``text/event-stream``, each flushed as it goes.
-
-    A fault with status 0 ends the connection after ``fault.after`` events without the
-    closing chunk (the client sees a cut); another sends an error event there instead of
-    the rest, and ends the stream as the real APIs do.
-    """
-    handler.send_response(200)
-    handler.send_header("content-type", "text/event-stream; charset=utf-8")
-    handler.send_header("cache-control", "no-cache")
-    handler.send_header("transfer-encoding", "chunked")
-    handler.end_headers()
-    handler.wfile.flush()
-    if fault is not None:
-        events = events[: fault.after]
-        if fault.status:
-            message = fault.message or f"injected stream error: HTTP {fault.status}"
-            events.append(
-                openai_error_event(openai_error_body(fault.status, message))
-                if wire == "openai"
-                else anthropic_error_event(anthropic_error_body(fault.status, message))
-            )
-    for index, event in enumerate(events):
-        if pause and index:
-            time.sleep(pause)
-        data = event.encode("utf-8")
-        handler.wfile.write(f"{len(data):x}\r\n".encode("ascii") + data + b"\r\n")
-        handler.wfile.flush()
-    if fault is not None and not fault.status:
-        handler.close_connection = True  # no closing chunk: the body is cut
-        return
-    handler.wfile.write(b"0\r\n\r\n")
-    handler.wfile.flush()
-
-
 class FakeModelServer:
     """A real HTTP server on 127.0.0.1 answering both wire formats from a ``Script``.
 
@@ -347,7 +199,9 @@ class FakeModelServer:
     ``anthropic-version`` that is a date, 2023-06-01 or later. A refusal names the
     credential that was wrong and shows it masked (``sk-***1234``);
     ``echo_credentials`` makes it quote the credential whole, as some careless servers
-    do, to test that clients redact it.
+    do, to test that clients redact it. On Vertex's routes the key is the bearer token;
+    on Bedrock's, the access key id the request is signed with (see the module's
+    docstring).
     ``delay`` seconds pass (really) before each answer, and ``event_delay`` between two
     events of a streamed one: for tests that kill a client while a call is in flight, or
     in the middle of its stream. ``count_file`` gets one JSON line per request, written
@@ -376,8 +230,8 @@ class FakeModelServer:
         self._address = (host, port)
         self._lock = threading.Lock()
         self._seq = 0
-        self._failures: list[_Failure] = []
-        self._stream_faults: list[_StreamFault] = []
+        self._failures: list[Failure] = []
+        self._stream_faults: list[StreamFault] = []
         self._requests: list[RecordedRequest] = []
         self._in_flight = 0
         #: The most requests this server was handling at once (arrived, not answered).
@@ -460,6 +314,11 @@ class FakeModelServer:
         """``<url>/v1``: the OpenAI-compatible provider's ``base_url``."""
         return f"{self.url}/v1"
 
+    @property
+    def vertex_base_url(self) -> str:
+        """``<url>/v1``: an ``AnthropicVertex`` client's ``base_url`` (its API's root)."""
+        return f"{self.url}/v1"
+
     # -- fault injection and inspection ----------------------------------------------
 
     def fail_next(
@@ -474,12 +333,12 @@ class FakeModelServer:
         if not 400 <= status <= 599:
             raise ValueError(f"status must be an HTTP error status, not {status!r}")
         with self._lock:
-            self._failures.extend(_Failure(status, message, retry_after) for _ in range(count))
+            self._failures.extend(Failure(status, message, retry_after) for _ in range(count))
 
     def disconnect_next(self, count: int = 1) -> None:
         """Close the connection without answering the next ``count`` requests."""
         with self._lock:
-            self._failures.extend(_Failure(0, None, None) for _ in range(count))
+            self._failures.extend(Failure(0, None, None) for _ in range(count))
 
     def cut_stream_after(self, events: int, count: int = 1) -> None:
         """Cut the next ``count`` streamed answers after ``events`` events (0: before any).
@@ -490,7 +349,7 @@ class FakeModelServer:
         if events < 0:
             raise ValueError(f"events must be zero or more, not {events!r}")
         with self._lock:
-            self._stream_faults.extend(_StreamFault(events, 0, None) for _ in range(count))
+            self._stream_faults.extend(StreamFault(events, 0, None) for _ in range(count))
 
     def error_mid_stream(
         self, after: int = 1, *, status: int = 529, message: str | None = None, count: int = 1
@@ -498,13 +357,14 @@ class FakeModelServer:
         """Send an error event after ``after`` events of the next ``count`` streamed answers.
 
         In the route's shape: Anthropic's ``event: error`` with ``{"type": "error",
-        "error": {...}}``, OpenAI's ``data: {"error": {...}}``; ``status`` picks the
-        error's type as ``fail_next`` does (529: ``overloaded_error``).
+        "error": {...}}``, OpenAI's ``data: {"error": {...}}``, Bedrock's ``exception``
+        message (``throttlingException`` for a 429); ``status`` picks the error's type
+        as ``fail_next`` does (529: ``overloaded_error``).
         """
         if not 400 <= status <= 599:
             raise ValueError(f"status must be an HTTP error status, not {status!r}")
         with self._lock:
-            self._stream_faults.extend(_StreamFault(after, status, message) for _ in range(count))
+            self._stream_faults.extend(StreamFault(after, status, message) for _ in range(count))
 
     @property
     def requests(self) -> list[RecordedRequest]:
@@ -528,52 +388,39 @@ class FakeModelServer:
                     out.write(json.dumps({"seq": seq, "path": path, "pid": os.getpid()}) + "\n")
             return seq
 
-    def _credential_error(self, wire: Wire, headers: Mapping[str, str]) -> str | None:
-        if self.api_key is None:
-            return None
-        presented: tuple[str, str] | str
-        if wire == "openai" and "authorization" not in headers and headers.get("api-key"):
-            presented = "api-key", headers["api-key"]  # Azure OpenAI's header
-        else:
-            presented = _presented_credential(wire, headers)
-        if isinstance(presented, str):
-            return presented
-        credential, key = presented
-        if key == self.api_key:
-            return None
-        shown = key if self.echo_credentials else f"{key[:3]}***{key[-4:]}"
-        if wire == "openai":
-            return f"Incorrect {credential} provided: {shown}."
-        return f"invalid {credential}: {shown}"
-
     def _refusal(
-        self, wire: Wire, headers: Mapping[str, str], failure: _Failure | None
-    ) -> _Answer | None:
+        self, route: Route, headers: Mapping[str, str], failure: Failure | None
+    ) -> Answer | None:
         # An injected failure comes first, whatever the request: "the next request gets
         # a 429" is what a test that injects one means.
         if failure is not None:
             extra = {"retry-after": f"{failure.retry_after:g}"} if failure.retry_after else {}
             message = failure.message or f"injected failure: HTTP {failure.status}"
-            return _Answer.error(wire, failure.status, message, headers=extra)
-        refused = self._credential_error(wire, headers)
+            return Answer.error(route, failure.status, message, headers=extra)
+        refused = (
+            None
+            if self.api_key is None
+            else credential_refusal(route, headers, self.api_key, echo=self.echo_credentials)
+        )
         if refused is not None:
-            return _Answer.error(wire, 401, refused)
-        if wire == "anthropic":
-            refused = _anthropic_version_error(headers.get("anthropic-version"))
-            if refused is not None:
-                return _Answer.error(wire, 400, refused)
+            return refused
+        if route.platform == "anthropic":
+            version = anthropic_version_error(headers.get("anthropic-version"))
+            if version is not None:
+                return Answer.error(route, 400, version)
         return None
 
     def _answer(
-        self, wire: Wire, headers: Mapping[str, str], body: Any, failure: _Failure | None
-    ) -> _Answer:
-        refusal = self._refusal(wire, headers, failure)
+        self, route: Route, headers: Mapping[str, str], body: Any, failure: Failure | None
+    ) -> Answer:
+        refusal = self._refusal(route, headers, failure)
         if refusal is not None:
             return refusal
         try:
-            request = openai_request(body) if wire == "openai" else anthropic_request(body)
+            body = messages_body(route, body)
+            request = openai_request(body) if route.wire == "openai" else anthropic_request(body)
         except WireError as exc:
-            return _Answer.error(wire, exc.status, exc.message)
+            return Answer.error(route, exc.status, exc.message)
         if self.delay:
             time.sleep(self.delay)
         try:
@@ -581,19 +428,21 @@ class FakeModelServer:
         except ModelProviderError as exc:
             # The script's own errors (an error item, no reply left) keep their status;
             # without one they are the caller's problem, not worth retrying: 400.
-            return _Answer.error(wire, exc.status or 400, exc.message, request=request)
+            return Answer.error(route, exc.status or 400, exc.message, request=request)
         except Exception as exc:  # a script function that raised: a server bug, 500
             message = f"the script raised {type(exc).__name__}: {exc}"
-            return _Answer.error(wire, 500, message, request=request)
-        if wire == "anthropic":
+            return Answer.error(route, 500, message, request=request)
+        if route.wire == "anthropic":
             response = forced_answer(request, response)
         try:
             rendered = (
-                openai_response(response) if wire == "openai" else anthropic_response(response)
+                openai_response(response)
+                if route.wire == "openai"
+                else anthropic_response(response)
             )
         except WireError as exc:  # a script answer no model could give
-            return _Answer.error(wire, exc.status, exc.message, request=request)
-        return _Answer(status=200, body=rendered, request=request)
+            return Answer.error(route, exc.status, exc.message, request=request)
+        return Answer(status=200, body=rendered, request=request)
 
     def _handle(self, handler: _Handler) -> None:
         with self._lock:
@@ -615,20 +464,21 @@ class FakeModelServer:
             body: Any = json.loads(raw) if raw else None
         except (ValueError, UnicodeDecodeError):
             body = None
-        wire = _route(handler.command, path)
-        answer: _Answer | None
-        if wire is None:
+        found = route(handler.command, path)
+        answer: Answer | None
+        if found is None:
             message = f"Unknown request URL: {handler.command} {path}."
-            answer = _Answer(status=404, body=openai_error_body(404, message))
+            answer = Answer(status=404, body=openai_error_body(404, message))
         else:
             with self._lock:
                 failure = self._failures.pop(0) if self._failures else None
             dropped = failure is not None and failure.status == 0
-            answer = None if dropped else self._answer(wire, headers, body, failure)
+            answer = None if dropped else self._answer(found, headers, body, failure)
+        streamed = found is not None and streams(found, body)
         # Recorded before answering: a client that got its answer finds its request here.
         recorded = RecordedRequest(
             seq=seq,
-            wire=wire,
+            wire=found.wire if found else None,
             method=handler.command,
             path=path,
             headers=headers,
@@ -636,19 +486,21 @@ class FakeModelServer:
             status=answer.status if answer else 0,
             request=answer.request if answer else None,
             response=answer.body if answer else None,
+            platform=found.platform if found else None,
+            streamed=streamed,
         )
         with self._lock:
             self._requests.append(recorded)
         if answer is None:
             handler.close_connection = True  # and say nothing: the client sees EOF
-        elif answer.status == 200 and wire is not None and _streams(body):
+        elif answer.status == 200 and found is not None and streamed:
             with self._lock:
                 fault = self._stream_faults.pop(0) if self._stream_faults else None
-            _send_stream(
-                handler, wire, _stream_events(wire, body, answer.body), fault, self.event_delay
-            )
+            content_type, parts = stream_parts(found, body, answer.body, fault)
+            cut = fault is not None and not fault.status
+            send_stream(handler, content_type, parts, cut=cut, pause=self.event_delay)
         else:
-            _send(handler, answer.status, answer.body, answer.headers)
+            send_json(handler, answer.status, answer.body, answer.headers)
 
 
 def _load_script(path: str, index_by: Literal["call", "turn"]) -> Script:

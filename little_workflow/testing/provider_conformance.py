@@ -83,6 +83,8 @@ class ProviderUnderTest:
     server: FakeModelServer | None = None
     #: The key the provider was given (``None`` if none).
     api_key: str | None = None
+    #: The status the server refuses a wrong key with: 401, or Bedrock's 403.
+    refused_key_status: int = 401
 
 
 class OpenProvider(Protocol):
@@ -432,7 +434,7 @@ class ModelProviderConformance:
         caplog.set_level(logging.DEBUG)
         with pytest.raises(ModelProviderError) as caught:
             await opened.provider.complete(_request())
-        assert (caught.value.status, caught.value.retryable) == (401, False)
+        assert (caught.value.status, caught.value.retryable) == (opened.refused_key_status, False)
         assert wrong in str(server.last_request.response)
         for text in (str(caught.value), repr(caught.value), repr(opened.provider), caplog.text):
             assert wrong not in text
@@ -539,7 +541,8 @@ class ModelProviderConformance:
         assert response.message.content == "streamed through call_model"
         assert deltas.text() == "streamed through call_model"
         if opened.server is not None:
-            assert opened.server.last_request.body["stream"] is True
+            # Asked for in the body, or (Bedrock, Vertex) in the path.
+            assert opened.server.last_request.streamed
 
     async def test_a_failing_sink_does_not_fail_the_call(
         self, open_provider: OpenProvider, caplog: pytest.LogCaptureFixture

@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 
 from little_workflow.runtime import CRASH_ENV, CRASH_EXIT_CODE
+from tests.processes import fake_model_server
 
 REPO = Path(__file__).resolve().parents[2]
 FLOWS = REPO / "tests" / "harness" / "flows"
@@ -33,29 +34,8 @@ FLOWS = REPO / "tests" / "harness" / "flows"
 def model_server(tmp_path: Path) -> Iterator[tuple[str, Path]]:
     """The fake model server, a separate process; (its URL, its request-count file)."""
     counts = tmp_path / "model-requests"
-    server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "little_workflow.testing.fake_models",
-            "--script",
-            "tests.harness.flows:script",
-            "--count-file",
-            str(counts),
-        ],
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert server.stdout is not None
-    url = server.stdout.readline().strip()
-    assert url.startswith("http://127.0.0.1:"), url
-    try:
+    with fake_model_server("tests.harness.flows:script", count_file=counts) as url:
         yield url, counts
-    finally:
-        server.terminate()
-        server.wait(timeout=10)
-        server.stdout.close()
 
 
 def cli(

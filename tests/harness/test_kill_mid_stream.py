@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.processes import finish
+from tests.processes import fake_model_server, finish
 
 REPO = Path(__file__).resolve().parents[2]
 CAPTION_CALL = "agent.turns[1].model"  # shown as "  │ <path>: <line>"
@@ -29,22 +29,11 @@ CAPTION_CALL = "agent.turns[1].model"  # shown as "  │ <path>: <line>"
 
 @pytest.fixture
 def model_server(tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    """The fake model server, pacing its streams; (its URL, its request-count file)."""
     counts = tmp_path / "model-requests"
-    server = subprocess.Popen(
-        [sys.executable, "-m", "little_workflow.testing.fake_models",
-         "--script", "tests.harness.stream_flows:script", "--count-file", str(counts),
-         "--event-delay", "0.03"],
-        cwd=REPO, stdout=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    assert server.stdout is not None
-    url = server.stdout.readline().strip()
-    assert url.startswith("http://127.0.0.1:"), url
-    try:
+    script = "tests.harness.stream_flows:script"
+    with fake_model_server(script, count_file=counts, options=("--event-delay", "0.03")) as url:
         yield url, counts
-    finally:
-        server.terminate()
-        server.wait(timeout=10)
-        server.stdout.close()
 
 
 def _command(data: Path, *args: str) -> list[str]:

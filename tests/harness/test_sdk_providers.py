@@ -41,6 +41,36 @@ openai = pytest.importorskip("openai")
 anthropic = pytest.importorskip("anthropic")
 
 KINDS = ("openai-sdk", "anthropic-sdk")
+#: Claude through the clouds' clients of the anthropic SDK: the same provider, another
+#: client. Azure is OpenAI's (the Azure tests below).
+CLOUD_KINDS = ("anthropic-vertex", "anthropic-bedrock")
+
+#: Bedrock signs with an AWS secret key the fake never sees (it checks the key id).
+AWS_SECRET = "aws-secret-lw-0123456789abcdefghij"
+
+
+def anthropic_client(kind: str, server: FakeModelServer, key: str, **options: Any) -> Any:
+    """An anthropic SDK client of ``kind`` aimed at ``server``, with ``key`` as its
+    credential: the API key, Vertex's access token, or Bedrock's AWS access key id."""
+    if kind == "anthropic-vertex":
+        # With an access token given, the client makes no google-auth call at all.
+        return anthropic.AsyncAnthropicVertex(
+            region="us-east5",
+            project_id="lw-project",
+            access_token=key,
+            base_url=server.vertex_base_url,
+            **options,
+        )
+    if kind == "anthropic-bedrock":
+        pytest.importorskip("botocore", reason="Bedrock's client signs with botocore")
+        return anthropic.AsyncAnthropicBedrock(
+            aws_access_key=key,
+            aws_secret_key=AWS_SECRET,
+            aws_region="us-east-1",
+            base_url=server.url,
+            **options,
+        )
+    return anthropic.AsyncAnthropic(base_url=server.url, api_key=key, **options)
 
 
 def sdk_provider(
@@ -54,7 +84,7 @@ def sdk_provider(
     if kind == "openai-sdk":
         client: Any = openai.AsyncOpenAI(base_url=server.openai_base_url, api_key=key)
         return OpenAISDKProvider(client, **options), client
-    client = anthropic.AsyncAnthropic(base_url=server.url, api_key=key)
+    client = anthropic_client(kind, server, key)
     return AnthropicSDKProvider(client, **options), client
 
 
@@ -79,7 +109,13 @@ class SdkProviders:
         provider, client = sdk_provider(
             self.kind, server, key, max_retries=max_retries, sleep=sleep
         )
-        opened = ProviderUnderTest(provider=provider, server=server, api_key=key, sleeps=sleeps)
+        opened = ProviderUnderTest(
+            provider=provider,
+            server=server,
+            api_key=key,
+            sleeps=sleeps,
+            refused_key_status=403 if self.kind == "anthropic-bedrock" else 401,
+        )
         self._opened.append((opened, client))
         return opened
 
@@ -93,7 +129,7 @@ class SdkProviders:
 
 
 class TestSdkProviderConformance(ModelProviderConformance):
-    @pytest.fixture(params=KINDS)
+    @pytest.fixture(params=KINDS + CLOUD_KINDS)
     async def open_provider(self, request: pytest.FixtureRequest) -> AsyncIterator[SdkProviders]:
         providers = SdkProviders(request.param)
         yield providers

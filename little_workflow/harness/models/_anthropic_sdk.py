@@ -21,8 +21,6 @@ import json
 from collections.abc import AsyncGenerator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from pydantic import ValidationError
-
 from little_workflow._extras import require
 from little_workflow.errors import ConfigError, ModelProviderError
 from little_workflow.harness.models._anthropic import _response, _wire_request
@@ -30,7 +28,8 @@ from little_workflow.harness.models._anthropic_stream import AnthropicStream
 from little_workflow.harness.models._messages import ModelRequest, ModelResponse
 from little_workflow.harness.models._provider import DeltaSink
 from little_workflow.harness.models._retry import RetryPolicy, Sleep
-from little_workflow.harness.models._sdk_errors import SdkErrors, client_secrets, sdk_result
+from little_workflow.harness.models._sdk_client import SdkClient
+from little_workflow.harness.models._sdk_errors import sdk_result
 from little_workflow.harness.models._sdk_stream import Opened, SdkEvents
 from little_workflow.harness.models._sse import SseEvent
 from little_workflow.harness.models._streaming import drive
@@ -95,39 +94,24 @@ class AnthropicSDKProvider:
         self._retries = RetryPolicy(
             max_retries=max_retries, backoff=backoff, max_backoff=max_backoff, sleep=sleep
         )
-        self._owned = client is None
-        if client is None:
-            try:
-                client = anthropic.AsyncAnthropic()
-            except anthropic.AnthropicError as exc:
-                raise ConfigError(f"AnthropicSDKProvider cannot make a client: {exc}") from exc
-        self._given = client
-        # A copy sharing the caller's connection pool, with the SDK's retries off.
-        self._client: Any = client.with_options(max_retries=0)
-        self.base_url = str(client.base_url).rstrip("/")
-        self._errors = SdkErrors(
+        self._sdk = SdkClient(
             anthropic,
+            client,
+            owner="AnthropicSDKProvider",
             provider=self.kind,
-            url=f"{self.base_url}/v1/messages",
-            secrets=client_secrets(client),
+            path="/v1/messages",
+            make=anthropic.AsyncAnthropic,
+            sdk_error=anthropic.AnthropicError,
         )
+        self.base_url = self._sdk.base_url
+        self._errors = self._sdk.errors
         self._events = SdkEvents(self._errors, self._retries, self._open_stream)
 
     def __repr__(self) -> str:
-        return f"AnthropicSDKProvider({type(self._given).__name__}, base_url={self.base_url!r})"
+        return repr(self._sdk)
 
     def _read(self, data: dict[str, object], request: ModelRequest) -> ModelResponse:
-        try:
-            return _response(data, request)
-        except (TypeError, ValueError, ValidationError) as exc:
-            raise ModelProviderError(
-                self._errors.redacted(
-                    f"anthropic model call to {self._errors.url} answered something that is "
-                    f"not a message: {exc}"
-                ),
-                provider=self.kind,
-                status=200,
-            ) from exc
+        return self._sdk.read(_response, data, request, expected="a message")
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         """One Messages API call through the SDK, retried as configured."""
@@ -135,7 +119,7 @@ class AnthropicSDKProvider:
 
         async def attempt() -> object:
             try:
-                answer: object = await self._client.messages.create(**arguments)
+                answer: object = await self._sdk.calls.messages.create(**arguments)
             except ValueError as exc:
                 # The SDK refuses, before sending, a call it expects to outlast its
                 # default timeout (a large max_tokens): the same call would fail again.
@@ -150,7 +134,7 @@ class AnthropicSDKProvider:
         return self._read(sdk_result(answer, self._errors), request)
 
     async def _open_stream(self, body: Mapping[str, object]) -> Opened:
-        stream = await self._client.messages.create(**_arguments(body, stream=True))
+        stream = await self._sdk.calls.messages.create(**_arguments(body, stream=True))
         return Opened(_events(stream), stream.close)
 
     async def stream(self, request: ModelRequest, on_delta: DeltaSink) -> ModelResponse:
@@ -166,6 +150,4 @@ class AnthropicSDKProvider:
 
     async def aclose(self) -> None:
         """Close the client if this provider made it; idempotent."""
-        if self._owned:
-            self._owned = False
-            await self._given.close()
+        await self._sdk.aclose()

@@ -22,16 +22,14 @@ import asyncio
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import ValidationError
-
 from little_workflow._extras import require
-from little_workflow.errors import ConfigError, ModelProviderError
 from little_workflow.harness.models._messages import ModelRequest, ModelResponse
 from little_workflow.harness.models._openai import _response, _wire_request
 from little_workflow.harness.models._openai_stream import OpenAIStream
 from little_workflow.harness.models._provider import DeltaSink
 from little_workflow.harness.models._retry import RetryPolicy, Sleep
-from little_workflow.harness.models._sdk_errors import SdkErrors, client_secrets, sdk_result
+from little_workflow.harness.models._sdk_client import SdkClient
+from little_workflow.harness.models._sdk_errors import sdk_result
 from little_workflow.harness.models._sdk_stream import Opened, SdkEvents
 from little_workflow.harness.models._sse import iter_sse
 from little_workflow.harness.models._streaming import drive
@@ -84,53 +82,38 @@ class OpenAISDKProvider:
         self._retries = RetryPolicy(
             max_retries=max_retries, backoff=backoff, max_backoff=max_backoff, sleep=sleep
         )
-        self._owned = client is None
-        if client is None:
-            try:
-                client = openai.AsyncOpenAI()
-            except openai.OpenAIError as exc:
-                raise ConfigError(f"OpenAISDKProvider cannot make a client: {exc}") from exc
-        self._given = client
-        # A copy sharing the caller's connection pool, with the SDK's retries off.
-        self._client = client.with_options(max_retries=0)
-        self.base_url = str(client.base_url).rstrip("/")
-        self._max_tokens_param = max_tokens_param
-        self._errors = SdkErrors(
+        self._sdk = SdkClient(
             openai,
+            client,
+            owner="OpenAISDKProvider",
             provider=self.kind,
-            url=f"{self.base_url}/chat/completions",
-            secrets=client_secrets(client),
+            path="/chat/completions",
+            make=openai.AsyncOpenAI,
+            sdk_error=openai.OpenAIError,
         )
+        self.base_url = self._sdk.base_url
+        self._max_tokens_param = max_tokens_param
+        self._errors = self._sdk.errors
         self._events = SdkEvents(self._errors, self._retries, self._open_stream)
 
     def __repr__(self) -> str:
-        return f"OpenAISDKProvider({type(self._given).__name__}, base_url={self.base_url!r})"
+        return repr(self._sdk)
 
     def _read(self, data: dict[str, object], request: ModelRequest) -> ModelResponse:
-        try:
-            return _response(data, request)
-        except (TypeError, ValueError, ValidationError) as exc:
-            raise ModelProviderError(
-                self._errors.redacted(
-                    f"openai model call to {self._errors.url} answered something that is not "
-                    f"a chat completion: {exc}"
-                ),
-                provider=self.kind,
-                status=200,
-            ) from exc
+        return self._sdk.read(_response, data, request, expected="a chat completion")
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         """One Chat Completions call through the SDK, retried as configured."""
         arguments = _arguments(_wire_request(request, self._max_tokens_param), stream=False)
 
         async def attempt() -> object:
-            return await self._client.chat.completions.create(**arguments)
+            return await self._sdk.calls.chat.completions.create(**arguments)
 
         answer = await self._retries.run(attempt, self._errors.failure_of)
         return self._read(sdk_result(answer, self._errors), request)
 
     async def _open_stream(self, body: Mapping[str, object]) -> Opened:
-        stream = await self._client.chat.completions.create(**_arguments(body, stream=True))
+        stream = await self._sdk.calls.chat.completions.create(**_arguments(body, stream=True))
         response = stream.response
         media_type = response.headers.get("content-type", "").partition(";")[0].strip()
         if media_type.lower() != "text/event-stream":
@@ -158,6 +141,4 @@ class OpenAISDKProvider:
 
     async def aclose(self) -> None:
         """Close the client if this provider made it; idempotent."""
-        if self._owned:
-            self._owned = False
-            await self._given.close()
+        await self._sdk.aclose()

@@ -114,9 +114,22 @@ class SdkErrors:
         return None
 
 
+#: Where the SDKs' clients hold what a message must not show: the API key, Anthropic's
+#: ``auth_token``, Vertex's OAuth ``access_token``, and Bedrock's AWS credentials (the
+#: access key id too: it names the account, and a server may quote it back).
+_SECRETS = (
+    "api_key",
+    "auth_token",
+    "access_token",
+    "aws_access_key",
+    "aws_secret_key",
+    "aws_session_token",
+)
+
+
 def client_secrets(client: object) -> list[str]:
-    """The keys an SDK client holds (``api_key``, Anthropic's ``auth_token``), to redact."""
-    found = (getattr(client, name, None) for name in ("api_key", "auth_token"))
+    """The keys an SDK client holds (see ``_SECRETS``), to redact."""
+    found = (getattr(client, name, None) for name in _SECRETS)
     return [value for value in found if isinstance(value, str) and value]
 
 

@@ -56,6 +56,13 @@ _ERROR_STATUSES = {
     "api_error": 500,
     "server_error": 500,
     "overloaded_error": 529,
+    # Bedrock's exceptions inside a stream (the anthropic SDK passes on their names).
+    "validationException": 400,
+    "modelTimeoutException": 408,
+    "throttlingException": 429,
+    "internalServerException": 500,
+    "modelStreamErrorException": 500,
+    "serviceUnavailableException": 503,
 }
 
 
