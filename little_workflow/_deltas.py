@@ -72,7 +72,7 @@ class DeltaOutlet(Protocol):
         """Pass ``delta`` on, or drop it; never waits, never raises."""
         ...
 
-    def flush(self) -> None:
+    def end(self) -> None:
         """The stream ended: send anything still held back."""
         ...
 
@@ -266,7 +266,7 @@ class RunSink:
 
     def end(self) -> None:
         if self.outlet is not None:
-            self.outlet.flush()
+            self.outlet.end()
 
 
 #: The current run's route; ``None`` outside a run (a harness used on its own).

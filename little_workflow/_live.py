@@ -23,12 +23,13 @@ missing, per model call (never per durable step). A watched call's deltas are ba
 per event-loop turn (``call_soon``): the deltas of one network read leave as one
 datagram, because a receiving Unix datagram socket queues only
 ``net.unix.max_dgram_qlen`` datagrams (10 by default), and the stream's end flushes
-what is left before the answer is committed. A datagram that finds the queue full
-(``EAGAIN``) is dropped and counted (``LiveRelay.dropped``); each carries a sequence
-number, so the page sees the gap. A socket nobody holds any more (``ECONNREFUSED``, or a
-symlink whose target is gone: the UI was killed) is unlinked. The sockets directory
-lists again every ``RESCAN_SECONDS`` while a call streams, so a page opened during a
-long answer joins it.
+what is left before the answer is committed. A batch that finds the queue full
+(``EAGAIN``) is held and joined to the next, within a bound; past it, or at the
+stream's end, it is dropped and counted (``LiveRelay.dropped``), and the sequence
+number each datagram carries shows the page the gap. A socket nobody holds any more
+(``ECONNREFUSED``, or a symlink whose target is gone: the UI was killed) is unlinked.
+The sockets directory is listed again every ``RESCAN_SECONDS`` while a call streams, so
+a page opened during a long answer joins it.
 
 Rejected: a table or KV key in the store for watchers and deltas (every delta a write,
 fsync'd, to a log meant to be durable, and polled by the UI); Postgres
@@ -54,7 +55,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
     from little_workflow._deltas import RunDelta
@@ -73,6 +74,9 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
+
+#: What became of one datagram (``LiveRelay.deliver``).
+Delivery = Literal["sent", "full", "gone"]
 
 #: The directory of the UI's sockets, in the data directory.
 LIVE_DIR = "live"
@@ -229,6 +233,11 @@ def decode(data: bytes) -> dict[str, Any] | None:
     }
 
 
+def _size(item: dict[str, Any]) -> int:
+    """An upper bound of the bytes of ``item`` in a datagram's JSON."""
+    return len(item["text"]) * 4 + 64
+
+
 def _merged(pieces: list[dict[str, Any]], item: dict[str, Any]) -> None:
     """Add ``item`` to a batch, joined to the last piece when it continues it."""
     last = pieces[-1] if pieces else None
@@ -288,27 +297,27 @@ class LiveRelay:
         targets = self.scan(lineage)
         return None if not targets else LiveOutlet(self, lineage, targets)
 
-    def send(self, targets: dict[str, str], data: bytes) -> None:
-        """Send ``data`` to each of ``targets`` without waiting; forget the stale ones."""
+    def deliver(self, entry: str, address: str, data: bytes) -> Delivery:
+        """Send ``data`` to one watcher without waiting: ``sent``, ``full`` (its queue
+        is; nothing sent), or ``gone`` (a stale entry, now unlinked, or a failure)."""
         if self._socket is None:
             self._socket = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
             self._socket.setblocking(False)
-        for entry, address in list(targets.items()):
-            try:
-                self._socket.sendto(data, address)
-            except (BlockingIOError, InterruptedError):
-                self.dropped += 1
-            except (ConnectionRefusedError, FileNotFoundError):
-                del targets[entry]
-                self._unlink(entry, address)
-            except OSError as exc:
-                if exc.errno == errno.ENOBUFS:
-                    self.dropped += 1
-                    continue
-                if not self.failed:
-                    logger.warning("cannot send a live model answer to %s: %s", address, exc)
-                self.failed += 1
-                del targets[entry]
+        try:
+            self._socket.sendto(data, address)
+        except (BlockingIOError, InterruptedError):
+            return "full"
+        except (ConnectionRefusedError, FileNotFoundError):
+            self._unlink(entry, address)
+            return "gone"
+        except OSError as exc:
+            if exc.errno == errno.ENOBUFS:
+                return "full"
+            if not self.failed:
+                logger.warning("cannot send a live model answer to %s: %s", address, exc)
+            self.failed += 1
+            return "gone"
+        return "sent"
 
     def _unlink(self, entry: str, address: str) -> None:
         # The UI that bound it is gone (killed: a clean exit removes its own).
@@ -324,15 +333,23 @@ class LiveRelay:
 
 
 class LiveOutlet:
-    """One stream of one model call, to the sockets that watch its run."""
+    """One stream of one model call, to the sockets that watch its run.
+
+    A batch that finds a watcher's queue full is held for it and sent with the next
+    one, up to ``MAX_DATAGRAM // 2`` bytes; past that, or at the stream's end, it is
+    dropped and counted, and that watcher's sequence number skips, so its page sees
+    the gap.
+    """
 
     def __init__(self, relay: LiveRelay, lineage: tuple[str, ...], targets: dict[str, str]) -> None:
         self.relay = relay
         self.lineage = lineage
         self.targets = targets
         self._scanned = relay.clock()
-        self._seq = 0
-        self._first: RunDelta | None = None
+        self._seqs: dict[str, int] = {}
+        self._held: dict[str, list[dict[str, Any]]] = {}
+        #: The first delta: its call's fields head every datagram.
+        self._header: RunDelta | None = None
         self._pieces: list[dict[str, Any]] = []
         self._size = 0
         self._scheduled = False
@@ -340,10 +357,10 @@ class LiveOutlet:
     def send(self, delta: RunDelta) -> None:
         """Queue ``delta``; the batch leaves at the end of this event-loop turn."""
         item = piece(delta)
-        if self._first is None:
-            self._first = delta
+        if self._header is None:
+            self._header = delta
         _merged(self._pieces, item)
-        self._size += len(item["text"]) * 4 + 64  # an upper bound of its UTF-8 JSON
+        self._size += _size(item)
         if self._size >= MAX_DATAGRAM // 2:
             self.flush()
         elif not self._scheduled:
@@ -354,21 +371,36 @@ class LiveOutlet:
         self._scheduled = False
         self.flush()
 
-    def flush(self) -> None:
-        """Send what is queued (the stream's end calls it before the answer commits)."""
-        first, pieces = self._first, self._pieces
-        if first is None:
+    def flush(self, *, last: bool = False) -> None:
+        """Send what is queued; ``last``: the stream ended (before its answer commits),
+        so nothing is held any more."""
+        first, pieces = self._header, self._pieces
+        if first is None or not (pieces or self._held):
             return
-        self._first, self._pieces, self._size = None, [], 0
+        self._pieces, self._size = [], 0
         now = self.relay.clock()
         if now - self._scanned >= RESCAN_SECONDS:
             self._scanned = now
             self.targets = self.relay.scan(self.lineage)
-        if not self.targets:
-            return
-        for data in _datagrams(first, self._seq, pieces):
-            self._seq += 1
-            self.relay.send(self.targets, data)
+        for entry, address in list(self.targets.items()):
+            batch = self._held.pop(entry, [])
+            for item in pieces:
+                _merged(batch, dict(item))
+            for data in _datagrams(first, self._seqs.get(entry, 0), batch):
+                outcome = self.relay.deliver(entry, address, data)
+                if outcome == "gone":
+                    del self.targets[entry]
+                    break
+                if outcome == "full" and not last and sum(map(_size, batch)) < MAX_DATAGRAM // 2:
+                    self._held[entry] = batch  # the page is busy: it gets it next time
+                    break
+                if outcome == "full":
+                    self.relay.dropped += 1
+                self._seqs[entry] = self._seqs.get(entry, 0) + 1
+
+    def end(self) -> None:
+        """The stream is over: send what is queued or held, once, or drop it."""
+        self.flush(last=True)
 
 
 def _datagrams(first: RunDelta, seq: int, pieces: list[dict[str, Any]]) -> list[bytes]:

@@ -149,7 +149,7 @@ async def test_a_stale_socket_is_unlinked(short: Path, symlink: bool) -> None:
         outlet = relay.outlet(("run_s",))
         assert outlet is not None
         outlet.send(_delta("run_s", "hello"))
-        outlet.flush()
+        outlet.end()
     finally:
         relay.close()
     assert relay.unlinked == 1
@@ -187,7 +187,7 @@ async def test_a_full_receiver_drops_and_counts(short: Path) -> None:
         assert outlet is not None
         for n in range(sent):  # never read meanwhile: the queue fills, nothing waits
             outlet.send(_delta("run_f", f"piece {n} "))
-            outlet.flush()
+            outlet.end()
         receiver.setblocking(False)
         received = []
         while True:
@@ -205,6 +205,43 @@ async def test_a_full_receiver_drops_and_counts(short: Path) -> None:
     assert relay.unlinked == relay.failed == 0
 
 
+async def test_a_busy_page_gets_what_was_held_for_it_with_the_next_batch(short: Path) -> None:
+    live = short / LIVE_DIR
+    live.mkdir(parents=True, mode=0o700)
+    receiver = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    receiver.bind(os.fspath(live / f"{entry_prefix('run_b')}99999.1"))
+    receiver.setblocking(False)
+    relay = LiveRelay(short)
+    texts = [f"piece {n} " for n in range(100)]
+
+    def drain() -> list[dict[str, object]]:
+        found = []
+        while True:
+            try:
+                found.append(json.loads(receiver.recv(MAX_DATAGRAM)))
+            except BlockingIOError:
+                return found
+
+    try:
+        outlet = relay.outlet(("run_b",))
+        assert outlet is not None
+        for text in texts[:-1]:  # one batch each (as one event-loop turn each would)
+            outlet.send(_delta("run_b", text))
+            outlet.flush()
+        received = drain()  # the page reads again, at last
+        outlet.send(_delta("run_b", texts[-1]))
+        outlet.end()
+        received += drain()
+    finally:
+        relay.close()
+        receiver.close()
+    assert relay.dropped == 0
+    assert len(received) < len(texts)  # the queue was full: later batches were joined
+    assert [item["seq"] for item in received] == list(range(len(received)))
+    joined = "".join(p["text"] for item in received for p in item["deltas"])  # type: ignore[attr-defined]
+    assert joined == "".join(texts)
+
+
 async def test_a_long_answer_is_split_into_datagrams_that_fit(short: Path) -> None:
     data_dir = short
     watch = LiveWatch(data_dir, "run_l")
@@ -215,7 +252,7 @@ async def test_a_long_answer_is_split_into_datagrams_that_fit(short: Path) -> No
         outlet = relay.outlet(("run_l",))
         assert outlet is not None
         outlet.send(_delta("run_l", text))
-        outlet.flush()
+        outlet.end()
         batches = watch.take()
     finally:
         relay.close()
