@@ -729,7 +729,7 @@
       const asked = (answer.toolCalls || []).map((t) => t.name);
       const gist = !call.done ? "waiting for the model…"
         : !call.ok ? `${call.errorCode}: ${call.message}`
-          : asked.length ? `→ ${asked.join(", ")}` : preview(answer.content || "", 110);
+          : asked.length ? `→ ${asked.join(", ")}` : preview(partsText(answer.content, "text"), 110);
       const used = page.callUsage && page.callUsage.get(`${session.sessionId}:${call.callId}`);
       const summary = h("span", { class: "call-line" },
         h("span", { class: "tag tag-model" }, "model"),
@@ -768,11 +768,22 @@
     return details(key, page, summary, body, "call");
   }
 
+  // A message's content is a string, or a list of parts (text, reasoning, media): the
+  // text of the parts of one type, joined.
+  function partsText(content, type) {
+    if (!Array.isArray(content)) return type === "text" ? content || "" : "";
+    return content.filter((part) => part && part.type === type && typeof part.text === "string")
+      .map((part) => part.text).join("");
+  }
+
   function messageView(msg) {
+    const thought = partsText(msg.content, "reasoning");
+    const text = partsText(msg.content, "text");
     return h("div", { class: `msg msg-${msg.role}` },
       h("div", { class: "msg-role" }, msg.role, msg.name ? h("span", { class: "muted" }, ` ${msg.name}`) : null),
       h("div", { class: "msg-body" },
-        msg.content ? h("div", { class: `msg-text ${msg.isError ? "error-text" : ""}` }, msg.content) : null,
+        thought ? h("div", { class: "msg-text live-reasoning" }, thought) : null,
+        text ? h("div", { class: `msg-text ${msg.isError ? "error-text" : ""}` }, text) : null,
         (msg.toolCalls || []).map((t) => h("div", { class: "msg-call mono" },
           h("span", { class: "tag tag-tool" }, "call"), ` ${t.name}(${JSON.stringify(t.arguments)})`,
           h("span", { class: "muted" }, `  ${t.id}`))),
