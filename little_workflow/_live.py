@@ -300,10 +300,10 @@ class LiveRelay:
     def deliver(self, entry: str, address: str, data: bytes) -> Delivery:
         """Send ``data`` to one watcher without waiting: ``sent``, ``full`` (its queue
         is; nothing sent), or ``gone`` (a stale entry, now unlinked, or a failure)."""
-        if self._socket is None:
-            self._socket = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-            self._socket.setblocking(False)
         try:
+            if self._socket is None:
+                self._socket = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+                self._socket.setblocking(False)
             self._socket.sendto(data, address)
         except (BlockingIOError, InterruptedError):
             return "full"
