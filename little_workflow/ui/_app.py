@@ -344,6 +344,7 @@ async def _follow(
     ``end`` once the run is finished, or interrupted, and every event was sent; while
     the run goes on, ``delta`` messages in between (the answers streaming in)."""
     watch: LiveWatch | None = None
+    tried = False
     try:
         async for message in _messages(backend, run_id, after, run_payload, poll_interval):
             if isinstance(message, str):
@@ -354,12 +355,16 @@ async def _follow(
                     yield _sse("delta", {"batches": batches})
                 yield message
                 continue
-            # The run goes on: listen, from now on, for its answers streaming in.
-            if watch is None:
+            # The run goes on: listen, from now on, for its answers streaming in (tried
+            # once: a socket that cannot be bound is logged, and the page goes without).
+            if not tried:
+                tried = True
                 watch = LiveWatch(backend.runtime.data_dir.root, run_id)
                 if not watch.open():
                     watch = None
-                    continue
+            if watch is None:
+                await asyncio.sleep(message)
+                continue
             loop = asyncio.get_running_loop()
             deadline = loop.time() + message
             while (left := deadline - loop.time()) > 0:
