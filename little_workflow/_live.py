@@ -71,6 +71,7 @@ __all__ = [
     "entry_prefix",
     "short_socket_dir",
     "trusted_directory",
+    "unlink_socket",
 ]
 
 logger = logging.getLogger(__name__)
@@ -107,6 +108,13 @@ def trusted_directory(path: str | os.PathLike[str]) -> bool:
     except OSError:
         return False
     return stat.S_ISDIR(info.st_mode) and info.st_uid == os.getuid() and not info.st_mode & 0o077
+
+
+def unlink_socket(path: str | os.PathLike[str]) -> None:
+    """Remove ``path`` if it is a socket: a symlink's target is never trusted further."""
+    with contextlib.suppress(OSError):  # gone already
+        if stat.S_ISSOCK(os.lstat(path).st_mode):
+            os.unlink(path)
 
 
 def _fits(path: str) -> bool:
@@ -321,9 +329,10 @@ class LiveRelay:
 
     def _unlink(self, entry: str, address: str) -> None:
         # The UI that bound it is gone (killed: a clean exit removes its own).
-        for path in {entry, address}:
-            with contextlib.suppress(OSError):  # another driver removed it first
-                os.unlink(path)
+        with contextlib.suppress(OSError):  # another driver removed it first
+            os.unlink(entry)
+        if address != entry:
+            unlink_socket(address)
         self.unlinked += 1
 
     def close(self) -> None:

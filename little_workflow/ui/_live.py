@@ -35,6 +35,7 @@ from little_workflow._live import (
     entry_prefix,
     short_socket_dir,
     trusted_directory,
+    unlink_socket,
 )
 
 __all__ = ["PENDING_LIMIT", "LiveWatch", "remove_own"]
@@ -162,10 +163,8 @@ def remove_own(data_dir: Path) -> None:
     for name in names:
         if name.split(".")[1:2] == [str(os.getpid())]:
             entry = directory / name
-            try:
+            with contextlib.suppress(OSError):  # gone already
                 target = os.readlink(entry) if entry.is_symlink() else None
                 entry.unlink()
                 if target is not None:
-                    os.unlink(target)
-            except OSError:
-                pass
+                    unlink_socket(target)

@@ -160,6 +160,27 @@ async def test_a_stale_socket_is_unlinked(short: Path, symlink: bool) -> None:
     assert relay.outlet(("run_s",)) is None
 
 
+async def test_a_symlink_to_what_is_not_a_socket_loses_only_the_symlink(short: Path) -> None:
+    live = short / LIVE_DIR
+    live.mkdir(parents=True, mode=0o700)
+    precious = short.parent / "private" / "key"
+    precious.parent.mkdir(mode=0o700)
+    precious.write_text("keep me")
+    entry = live / f"{entry_prefix('run_k')}99999.1"
+    entry.symlink_to(precious)
+    relay = LiveRelay(short)
+    try:
+        outlet = relay.outlet(("run_k",))
+        assert outlet is not None
+        outlet.send(_delta("run_k", "hello"))
+        outlet.end()
+    finally:
+        relay.close()
+    assert relay.unlinked == 1
+    assert not entry.is_symlink()
+    assert precious.read_text() == "keep me"
+
+
 async def test_a_run_goes_on_past_a_stale_socket(short: Path) -> None:
     data_dir = short
     provider = CountingProvider()
