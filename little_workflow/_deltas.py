@@ -14,21 +14,34 @@ a watcher of a run sees its sub-runs' deltas too.
 Publishing never waits: each watcher has a bounded buffer, and a delta that finds it
 full is dropped and counted (``DeltaStream.dropped``), so a slow watcher can neither
 slow a run nor grow its memory.
+
+Watchers in other processes (the web UI) are reached through a ``DeltaRelay``
+(``_live.LiveRelay``, on the data directory), asked once per model call, at ``sink()``,
+whether anyone watches the run from outside: never per durable step.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextvars
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from types import TracebackType
-from typing import TYPE_CHECKING, Self
+from typing import TYPE_CHECKING, Protocol, Self
 
 if TYPE_CHECKING:
     from little_workflow.harness.models import ModelDelta
 
-__all__ = ["DELTA_ROUTE", "DeltaHub", "DeltaRoute", "DeltaStream", "RunDelta"]
+__all__ = [
+    "DELTA_ROUTE",
+    "DeltaHub",
+    "DeltaOutlet",
+    "DeltaRelay",
+    "DeltaRoute",
+    "DeltaStream",
+    "RunDelta",
+    "RunSink",
+]
 
 #: How many deltas a watcher may fall behind before new ones are dropped.
 DEFAULT_BUFFER = 10_000
@@ -50,6 +63,30 @@ class RunDelta:
     slot: str
     attempt: int
     delta: ModelDelta
+
+
+class DeltaOutlet(Protocol):
+    """One stream of one model call, to watchers in other processes."""
+
+    def send(self, delta: RunDelta) -> None:
+        """Pass ``delta`` on, or drop it; never waits, never raises."""
+        ...
+
+    def end(self) -> None:
+        """The stream ended: send anything still held back."""
+        ...
+
+
+class DeltaRelay(Protocol):
+    """Watchers of runs in other processes (``_live.LiveRelay``)."""
+
+    def outlet(self, lineage: tuple[str, ...]) -> DeltaOutlet | None:
+        """Where a new stream of a call of ``lineage``'s run goes; ``None``: nobody watches."""
+        ...
+
+    def close(self) -> None:
+        """Release what the relay holds (its socket)."""
+        ...
 
 
 class _End:
@@ -130,9 +167,16 @@ class DeltaStream:
 class DeltaHub:
     """The runtime's watchers, and the publishing side the model calls use."""
 
-    def __init__(self) -> None:
+    def __init__(self, relay: DeltaRelay | None = None) -> None:
         self._streams: set[DeltaStream] = set()
         self._attempts: dict[tuple[str, str], int] = {}
+        #: Watchers in other processes, if any can be reached.
+        self.relay = relay
+
+    def close(self) -> None:
+        """Release the relay's resources (the runtime closes)."""
+        if self.relay is not None:
+            self.relay.close()
 
     def subscribe(self, run_id: str | None = None, *, buffer: int = DEFAULT_BUFFER) -> DeltaStream:
         """A new watcher of ``run_id`` (every run if ``None``)."""
@@ -181,26 +225,48 @@ class DeltaRoute:
         """The route of a run started inside this one."""
         return DeltaRoute(self.hub, (*self.lineage, run_id))
 
-    def sink(self, path: str, slot: str) -> Callable[[ModelDelta], Awaitable[None]] | None:
+    def sink(self, path: str, slot: str) -> RunSink | None:
         """What one stream of the model call at ``path`` hands its deltas to; ``None``
         when nobody watches (the call is then made whole, as if nobody ever could)."""
-        if not self.hub.watched(self.lineage):
+        relay = self.hub.relay
+        outlet = None if relay is None else relay.outlet(self.lineage)
+        if outlet is None and not self.hub.watched(self.lineage):
             return None
         attempt = self.hub.next_attempt(self.run_id, path)
+        return RunSink(self, path, slot, attempt, outlet)
 
-        async def publish(delta: ModelDelta) -> None:
-            self.hub.publish(
-                RunDelta(
-                    run_id=self.run_id,
-                    lineage=self.lineage,
-                    path=path,
-                    slot=slot,
-                    attempt=attempt,
-                    delta=delta,
-                )
-            )
 
-        return publish
+class RunSink:
+    """The deltas of one stream of one call, to this process's watchers and the relay's.
+
+    ``end()`` (the stream is over, before its answer commits) sends what the relay holds.
+    """
+
+    def __init__(
+        self, route: DeltaRoute, path: str, slot: str, attempt: int, outlet: DeltaOutlet | None
+    ) -> None:
+        self.route = route
+        self.path = path
+        self.slot = slot
+        self.attempt = attempt
+        self.outlet = outlet
+
+    async def __call__(self, delta: ModelDelta) -> None:
+        item = RunDelta(
+            run_id=self.route.run_id,
+            lineage=self.route.lineage,
+            path=self.path,
+            slot=self.slot,
+            attempt=self.attempt,
+            delta=delta,
+        )
+        self.route.hub.publish(item)
+        if self.outlet is not None:
+            self.outlet.send(item)
+
+    def end(self) -> None:
+        if self.outlet is not None:
+            self.outlet.end()
 
 
 #: The current run's route; ``None`` outside a run (a harness used on its own).

@@ -249,13 +249,19 @@ class GraphRun:
             route = DELTA_ROUTE.get()
             on_delta = None if route is None else route.sink(path, step.slot)
             trace = TRACE.get()
-            if trace is None:
-                response = await ask_provider(slot.provider, request(), on_delta)
-            else:
-                with traced(trace, "model", path, model_attributes(slot)) as span:
+            try:
+                if trace is None:
                     response = await ask_provider(slot.provider, request(), on_delta)
-                    if span is not None:
-                        span.model_answered(response)
+                else:
+                    with traced(trace, "model", path, model_attributes(slot)) as span:
+                        response = await ask_provider(slot.provider, request(), on_delta)
+                        if span is not None:
+                            span.model_answered(response)
+            finally:
+                if on_delta is not None:
+                    # Before the answer commits: a watcher sees the stream's last deltas
+                    # ahead of the message that replaces them.
+                    on_delta.end()
             value: JsonValue = response.model_dump(mode="json", by_alias=True)
             return value
 

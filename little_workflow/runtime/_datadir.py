@@ -10,6 +10,7 @@
       memory/                 the agents' memory store
       locks/                  run and outer-loop locks held by live processes
       outer-loops/            outer-loop manifests
+      live/                   sockets of open UI run pages (answers streaming in; ui.md)
 
 Directories are created owner-only (0700), the parents made on the way included, and
 files 0600, whatever the umask: runs hold model prompts and tool results. An existing

@@ -18,6 +18,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, Self
 
 from little_workflow._deltas import DeltaHub
+from little_workflow._live import LiveRelay
 from little_workflow.artifacts import ArtifactStore
 from little_workflow.errors import ConfigError
 from little_workflow.lwir import Workflow
@@ -83,12 +84,13 @@ class RunResources:
         self.on_code_drift: Literal["accept", "refuse"] = on_code_drift
         #: Where sync user code runs while this runtime drives a run.
         self.sync_threads = SyncThreads(sync_threads)
-        #: The watchers of model answers streaming in (``Runtime.deltas``).
-        self.delta_hub = DeltaHub()
         self.max_payload_bytes = max_payload_bytes
         self.inline_payload_bytes = inline_payload_bytes
         self._events: PayloadLog | None = None
         self.data_dir = DataDir.at(data_dir)
+        #: The watchers of model answers streaming in: ``Runtime.deltas`` in this
+        #: process, the web UI's run pages through the data directory (``_live``).
+        self.delta_hub = DeltaHub(relay=LiveRelay(self.data_dir.root))
         self._store_url = store
         self._registered = {workflow.name: workflow for workflow in workflows}
         self.functions = FunctionRegistry(functions, allow_import=import_functions)
@@ -158,6 +160,7 @@ class RunResources:
             await memory[1].close()
         if store is not None:
             await store.close()
+        self.delta_hub.close()
         # Idle threads end; one still blocked in user code ends when the call returns.
         self.sync_threads.close()
         self.sync_threads = SyncThreads(self.sync_threads.size)

@@ -12,6 +12,11 @@ processes; polling one index row per open page is cheap).
 A run whose process died is reported ``interrupted`` (``Runtime.interrupted_runs``, through
 the read model): its page stops counting, and its stream ends, as for a finished run.
 
+While the run goes on, the stream also sends ``delta`` messages: the model answers of
+its agent steps as they stream in, from the process driving the run, through a socket
+in the data directory (``_live``, ``little_workflow._live``). They are never journaled;
+the page replaces them with the committed answer when its event arrives.
+
 One write: ``POST /api/runs/{runId}/send`` answers a run that waits (``_writes``), with
 the checks every write has there; nothing else changes a run.
 """
@@ -46,6 +51,7 @@ from little_workflow.events import RunStatus
 from little_workflow.ids import validate_id
 from little_workflow.runtime import Runtime
 from little_workflow.ui._artifacts import Artifacts
+from little_workflow.ui._live import LiveWatch, remove_own
 from little_workflow.ui._security import Guard
 from little_workflow.ui._writes import send_event
 from little_workflow.views import (
@@ -95,6 +101,7 @@ class _Backend:
             yield
         finally:
             self._reader = None
+            remove_own(self.runtime.data_dir.root)  # streams cut at exit may leave some
             await self.runtime.close()
 
 
@@ -347,7 +354,51 @@ async def _follow(
     poll_interval: float,
 ) -> AsyncIterator[str]:
     """``update`` messages (new events; the run's view with the last of a backlog), then
-    ``end`` once the run is finished, or interrupted, and every event was sent."""
+    ``end`` once the run is finished, or interrupted, and every event was sent; while
+    the run goes on, ``delta`` messages in between (the answers streaming in)."""
+    watch: LiveWatch | None = None
+    tried = False
+    try:
+        async for message in _messages(backend, run_id, after, run_payload, poll_interval):
+            if isinstance(message, str):
+                # What the socket holds first: a call's deltas all left before its answer
+                # was committed, so none comes after the update that holds the answer.
+                batches = [] if watch is None else watch.take()
+                if batches:
+                    yield _sse("delta", {"batches": batches})
+                yield message
+                continue
+            # The run goes on: listen, from now on, for its answers streaming in (tried
+            # once: a socket that cannot be bound is logged, and the page goes without).
+            if not tried:
+                tried = True
+                watch = LiveWatch(backend.runtime.data_dir.root, run_id)
+                if not watch.open():
+                    watch = None
+            if watch is None:
+                await asyncio.sleep(message)
+                continue
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + message
+            while (left := deadline - loop.time()) > 0:
+                await watch.wait(left)
+                batches = watch.take()
+                if batches:
+                    yield _sse("delta", {"batches": batches})
+    finally:
+        if watch is not None:
+            watch.close()
+
+
+async def _messages(
+    backend: _Backend,
+    run_id: str,
+    after: int,
+    run_payload: Callable[[str], Awaitable[dict[str, Any] | None]],
+    poll_interval: float,
+) -> AsyncIterator[str | float]:
+    """The stream's messages, with a pause (seconds, a float) between two looks at the
+    log of a run that goes on: ``_follow`` sleeps there, or listens."""
     log = backend.runtime.events
     position = after
     quiet = unlooked = 0.0
@@ -391,6 +442,6 @@ async def _follow(
         if quiet >= _KEEPALIVE_SECONDS:
             quiet = 0.0
             yield ": keepalive\n\n"  # lets a proxy, and the server, see a dead client
-        await asyncio.sleep(poll_interval)
+        yield poll_interval
         quiet += poll_interval
         unlooked += poll_interval

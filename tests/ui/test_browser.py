@@ -12,6 +12,8 @@ import os
 import re
 import shutil
 import signal
+import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -348,3 +350,64 @@ def test_an_agents_question_is_answered_through_the_form(
     assert json.loads(resumed.stdout)["answer"] == "The logo will be teal."
     page.locator("#run-status .badge.status-completed").wait_for()
     assert problems == []
+
+
+def _wait_for_run(base: str, run_id: str, process: subprocess.Popen[str]) -> None:
+    import httpx
+
+    deadline = time.monotonic() + 60
+    while httpx.get(f"{base}/api/runs/{run_id}").status_code == 404:
+        assert process.poll() is None, process.communicate()
+        assert time.monotonic() < deadline, f"run {run_id} never appeared"
+        time.sleep(0.02)
+
+
+def test_a_run_page_shows_an_answer_as_it_streams_in(
+    server: tuple[Path, str], browser: Any
+) -> None:
+    from little_workflow.testing.fake_models import FakeModelServer
+    from tests.ui import live_flows
+
+    data, base = server
+    # Paced so that the long answer takes seconds: the page must show it partly written.
+    with FakeModelServer(live_flows.script, event_delay=0.06) as model:
+        run = cli_popen(data, "--setup", "tests.ui.live_flows:setup",
+                        "run", "tests.ui.live_flows:brief", "--input", '{"topic": "pages"}',
+                        "--run-id", "run_words",
+                        env={"LW_TEST_MODEL_URL": model.url,
+                             "LW_TEST_DATA_DIR": str(data)})  # fmt: skip
+        try:
+            _wait_for_run(base, "run_words", run)  # the run waits for the page in its tool
+            page, problems = _page(browser)
+            page.goto(f"{base}/runs/run_words")
+            box = page.locator('.live-answer[data-call="agent.turns[1].model"]')
+            # Under its step, part of the answer while the rest is still to come.
+            page.wait_for_function(
+                """() => {
+                    const box = document.querySelector(
+                        '.live-answer[data-call="agent.turns[1].model"]');
+                    const text = box && box.querySelector(".live-text");
+                    return text && text.textContent.includes("line 2 of the brief")
+                        && !text.textContent.includes("line 12 of the brief");
+                }"""
+            )
+            placed = page.evaluate(
+                """() => document.querySelector('#steps details[data-key="step:writer"]')
+                    .nextElementSibling.dataset.call"""
+            )
+            assert placed == "agent.turns[1].model"
+            assert box.locator(".live-reasoning").inner_text() == live_flows.THOUGHT
+            assert _step(page, "writer", "running").count() == 1
+            _shoot(page, "streaming")
+            # Then the committed answer replaces it.
+            box.wait_for(state="detached")
+            session = page.locator('#calls .session[data-session="writer"]')
+            answered = session.locator("details.call", has_text="line 1 of the brief")
+            page.locator("#run-status .badge.status-completed").wait_for()
+            answered.locator(".call-state.ok").wait_for()
+            page.locator("#run-status .badge.status-completed").wait_for()
+            assert page.locator(".live-answer").count() == 0
+            assert problems == []
+        finally:
+            _, err = run.communicate(timeout=120)
+    assert run.returncode == 0, err

@@ -253,12 +253,14 @@
       loop: h("div"),
       artifacts: h("div", { id: "artifacts" }),
       io: h("div", { class: "io" }),
+      streaming: h("div", { id: "streaming" }),
     };
     const timeline = h("div", { class: "timeline-scroll" }, slots.events);
+    const answers = liveAnswers(runId, page, slots);
     main.replaceChildren(
       slots.head, slots.failure,
       h("div", { class: "columns" },
-        section([h("h2", null, "Steps"), slots.stepsCount], slots.steps),
+        section([h("h2", null, "Steps"), slots.stepsCount], slots.streaming, slots.steps),
         section([h("h2", null, "Events"), slots.eventsCount], timeline)),
       slots.usage, slots.calls, slots.children, slots.loop, slots.artifacts, slots.io);
     slots.head.append(message("Loading run..."));
@@ -272,6 +274,7 @@
 
     function render(payload) {
       const run = payload.run;
+      page.payload = payload;
       once("head", [run, Math.floor(Date.now() / 60000)], () => slots.head.replaceChildren(...runHead(run)));
       once("failure", [run.failure, run.interruption, run.waiting], () => slots.failure.replaceChildren(
         run.failure ? failureBox(run) : run.waiting ? waitingBox(run) : run.interruption ? interruptedBox(run) : ""));
@@ -286,6 +289,7 @@
         slots.steps.replaceChildren(...stepTree(payload.tree, page, run));
         if (!payload.tree.length) slots.steps.replaceChildren(message("No step has started yet."));
       });
+      answers.place();
       once("usage", payload.usage, () => slots.usage.replaceChildren(
         payload.usage.totalPaid.calls || payload.usage.interrupted || payload.usage.open
           ? section("Model usage", usageView(payload.usage)) : ""));
@@ -312,8 +316,12 @@
     }
 
     const stream = new EventSource(`/api/runs/${encodeURIComponent(runId)}/stream?after=0`);
+    stream.addEventListener("delta", (e) => {
+      for (const batch of JSON.parse(e.data).batches) answers.feed(batch);
+    });
     stream.addEventListener("update", (e) => {
       const update = JSON.parse(e.data);
+      answers.logged(update.events);
       addEvents(update.events);
       if (update.run) {
         render(update.run);
@@ -323,6 +331,7 @@
     });
     stream.addEventListener("end", (e) => {
       stream.close();
+      answers.clear();
       setLive(...liveState(JSON.parse(e.data).status));
     });
     stream.addEventListener("error", () => {
@@ -334,6 +343,117 @@
       }
       if (stream.readyState === EventSource.CONNECTING) setLive("wait", "Reconnecting…");
     });
+  }
+
+  // --- model answers streaming in ---------------------------------------------------
+
+  // The answers of the model calls that stream now (the stream's "delta" messages, sent
+  // from the process driving the run, never journaled), each under the step it belongs
+  // to: text as it comes, reasoning dimmed, a tool call by its name; started over when
+  // the call is made again. The committed answer replaces it: its event, in this run's
+  // log, removes the box (a sub-run's, not in this log, goes when its step ends, or
+  // when the same sub-run streams its next call).
+  function liveAnswers(runId, page, slots) {
+    const calls = new Map();     // `${runId} ${path}` -> the call's live box
+    const committed = new Set(); // calls whose answer is in the log: late deltas ignored
+    const keyOf = (run, path) => `${run} ${path}`;
+
+    function anchorPath(call) {
+      const payload = page.payload;
+      if (!payload) return null;
+      if (call.runId === runId) {
+        const session = payload.sessions.find((s) => s.calls.some((c) => c.callId === call.path));
+        return session ? session.stepPath : null;
+      }
+      // A sub-run's call (or a sub-run's sub-run's): under the step that started the
+      // sub-run of this run it descends from.
+      const child = call.lineage[call.lineage.indexOf(runId) + 1];
+      const step = payload.steps.find((s) => s.subRunId === child);
+      return step ? step.path : null;
+    }
+
+    function place() {
+      for (const call of calls.values()) {
+        call.anchor = anchorPath(call);
+        const row = call.anchor === null ? null
+          : slots.steps.querySelector(`details[data-key="${CSS.escape(`step:${call.anchor}`)}"]`);
+        if (row) {
+          if (row.nextSibling !== call.box) row.after(call.box);
+        } else if (call.box.parentNode !== slots.streaming) {
+          slots.streaming.append(call.box);
+        }
+      }
+    }
+
+    function drop(key) {
+      const call = calls.get(key);
+      if (call) call.box.remove();
+      calls.delete(key);
+    }
+
+    function start(batch) {
+      const label = batch.runId === runId ? batch.path : `${batch.runId}/${batch.path}`;
+      const body = h("div", { class: "live-body" });
+      const box = h("div", { class: "live-answer", dataset: { run: batch.runId, call: batch.path } },
+        h("div", { class: "live-head" }, h("span", { class: "live-pen" }, "✎ "),
+          h("span", { class: "mono" }, label), h("span", { class: "muted small" }, ` · ${batch.slot} · streaming…`)),
+        body);
+      return { runId: batch.runId, lineage: batch.lineage, path: batch.path, attempt: batch.attempt,
+        next: batch.seq, box, body, last: null, anchor: null };
+    }
+
+    function feed(batch) {
+      const key = keyOf(batch.runId, batch.path);
+      if (committed.has(key)) return;
+      let call = calls.get(key);
+      if (!call) {
+        // A sub-run streams its next call: the one before has most likely ended.
+        for (const [other, was] of calls) if (was.runId === batch.runId && batch.runId !== runId) drop(other);
+        call = start(batch);
+        calls.set(key, call);
+        place();
+      } else if (call.attempt !== batch.attempt) {
+        call.attempt = batch.attempt;
+        call.body.replaceChildren(h("div", { class: "live-note" }, "(stream cut: asked again)"));
+        call.last = null;
+      } else if (batch.seq !== call.next) {
+        call.body.append(h("span", { class: "live-note", title: "the page fell behind: some of the answer was not shown" }, " … "));
+        call.last = null;
+      }
+      call.next = batch.seq + 1;
+      for (const delta of batch.deltas) {
+        if (delta.kind === "tool_call") {
+          call.last = null;
+          if (delta.name) call.body.append(h("div", { class: "live-tool" }, `calls ${delta.name}`));
+          continue;
+        }
+        if (!call.last || call.last.kind !== delta.kind) {
+          const span = h("span", { class: `live-${delta.kind}` });
+          call.body.append(span);
+          call.last = { kind: delta.kind, node: span };
+        }
+        call.last.node.append(document.createTextNode(delta.text));
+      }
+      call.body.scrollTop = call.body.scrollHeight;
+    }
+
+    function logged(events) {
+      for (const record of events) {
+        const e = record.event;
+        if (record.type === "harness.model.responded") {
+          committed.add(keyOf(runId, e.callId));
+          drop(keyOf(runId, e.callId));
+        } else if (record.type === "StepCompleted" || record.type === "StepFailed") {
+          for (const [key, call] of calls) if (call.runId !== runId && call.anchor === e.stepPath) drop(key);
+        }
+      }
+    }
+
+    function clear() {
+      for (const key of [...calls.keys()]) drop(key);
+    }
+
+    return { feed, logged, place, clear };
   }
 
   // The header's badge: a run is live only while something drives it.
@@ -609,7 +729,7 @@
       const asked = (answer.toolCalls || []).map((t) => t.name);
       const gist = !call.done ? "waiting for the model…"
         : !call.ok ? `${call.errorCode}: ${call.message}`
-          : asked.length ? `→ ${asked.join(", ")}` : preview(answer.content || "", 110);
+          : asked.length ? `→ ${asked.join(", ")}` : preview(partsText(answer.content, "text"), 110);
       const used = page.callUsage && page.callUsage.get(`${session.sessionId}:${call.callId}`);
       const summary = h("span", { class: "call-line" },
         h("span", { class: "tag tag-model" }, "model"),
@@ -648,11 +768,22 @@
     return details(key, page, summary, body, "call");
   }
 
+  // A message's content is a string, or a list of parts (text, reasoning, media): the
+  // text of the parts of one type, joined.
+  function partsText(content, type) {
+    if (!Array.isArray(content)) return type === "text" ? content || "" : "";
+    return content.filter((part) => part && part.type === type && typeof part.text === "string")
+      .map((part) => part.text).join("");
+  }
+
   function messageView(msg) {
+    const thought = partsText(msg.content, "reasoning");
+    const text = partsText(msg.content, "text");
     return h("div", { class: `msg msg-${msg.role}` },
       h("div", { class: "msg-role" }, msg.role, msg.name ? h("span", { class: "muted" }, ` ${msg.name}`) : null),
       h("div", { class: "msg-body" },
-        msg.content ? h("div", { class: `msg-text ${msg.isError ? "error-text" : ""}` }, msg.content) : null,
+        thought ? h("div", { class: "msg-text live-reasoning" }, thought) : null,
+        text ? h("div", { class: `msg-text ${msg.isError ? "error-text" : ""}` }, text) : null,
         (msg.toolCalls || []).map((t) => h("div", { class: "msg-call mono" },
           h("span", { class: "tag tag-tool" }, "call"), ` ${t.name}(${JSON.stringify(t.arguments)})`,
           h("span", { class: "muted" }, `  ${t.id}`))),
