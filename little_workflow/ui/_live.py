@@ -37,6 +37,7 @@ from little_workflow._live import (
     trusted_directory,
     unlink_socket,
 )
+from little_workflow.storage._dirs import make_private_dirs
 
 __all__ = ["PENDING_LIMIT", "LiveWatch", "remove_own"]
 
@@ -48,7 +49,9 @@ _NUMBERS = itertools.count(1)
 
 
 def _private(directory: Path) -> None:
-    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    # Every level made private, not only the last: ``$TMPDIR/little-workflow-<uid>`` is
+    # shared with the subprocess adapter, which refuses it when it is open to others.
+    make_private_dirs(directory)
     if not trusted_directory(directory):
         raise PermissionError(f"{str(directory)!r} is not a private directory of this user")
 

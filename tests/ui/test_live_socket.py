@@ -340,3 +340,23 @@ async def test_the_servers_own_leftovers_are_removed_at_exit(tmp_path: Path) -> 
     assert sorted((data_dir / LIVE_DIR).iterdir()) == [other]
     assert target.name not in os.listdir(target.parent)
     watch.close()  # after its files went: still fine
+
+
+async def test_the_short_socket_directory_is_private_at_every_level(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The fallback for a long data directory lives in $TMPDIR/little-workflow-<uid>/,
+    # which the subprocess adapter shares and refuses when it is open to others.
+    with tempfile.TemporaryDirectory(prefix="lw", dir="/tmp") as temp:
+        monkeypatch.setattr(tempfile, "tempdir", temp)
+        previous = os.umask(0o022)
+        try:
+            watch = LiveWatch(tmp_path / ("d" * 80), "run_p")
+            assert watch.open()
+            watch.close()
+        finally:
+            os.umask(previous)
+        shared = Path(temp) / f"little-workflow-{os.getuid()}"
+        levels = [shared, *(path for path in shared.rglob("*") if path.is_dir())]
+        assert len(levels) == 2
+        assert {path.stat().st_mode & 0o777 for path in levels} == {0o700}
