@@ -17,7 +17,13 @@ from little_workflow._lazy import lazy_exports
 
 # Imported on first use (``little_workflow._lazy``): a process imports only its backends.
 if TYPE_CHECKING:
-    from little_workflow.storage._blobs import BlobInfo, BlobRef, BlobStore, blob_digest
+    from little_workflow.storage._blobs import (
+        BlobInfo,
+        BlobRef,
+        BlobStore,
+        LoggedBlobStore,
+        blob_digest,
+    )
     from little_workflow.storage._blobs_file import FileBlobStore
     from little_workflow.storage._blobs_memory import MemoryBlobStore
     from little_workflow.storage._blobs_sqlite import SqliteBlobStore
@@ -56,6 +62,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "BlobInfo",
         "BlobRef",
         "BlobStore",
+        "LoggedBlobStore",
         "blob_digest",
     ),
     "little_workflow.storage._blobs_file": ("FileBlobStore",),
@@ -123,6 +130,7 @@ __all__ = [
     "FileBlobStore",
     "FileStorage",
     "Limit",
+    "LoggedBlobStore",
     "ManagedStorage",
     "MemoryBlobStore",
     "MemoryEventLog",

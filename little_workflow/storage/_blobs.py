@@ -28,6 +28,7 @@ __all__ = [
     "BlobInfo",
     "BlobRef",
     "BlobStore",
+    "LoggedBlobStore",
     "blob_digest",
     "is_digest",
     "validate_digest",
@@ -131,4 +132,24 @@ class BlobStore(Protocol):
 
     async def close(self) -> None:
         """Release what the store holds. It is unusable afterwards."""
+        ...
+
+
+@runtime_checkable
+class LoggedBlobStore(Protocol):
+    """A blob store that writes through the same write-ahead log as an event log.
+
+    Its commits and the log's are ordered (one WAL): a put committed without fsync is
+    made durable by the log's next durable append, and can never outlive a crash that the
+    append did not survive. So a ``PayloadLog`` over both puts an append's blobs *behind*
+    and pays one fsync, the append's, instead of one more per blob.
+    """
+
+    def shares_log_with(self, log: object) -> bool:
+        """Whether ``log`` appends through this store's write-ahead log."""
+        ...
+
+    async def put_behind(self, blobs: Iterable[bytes]) -> None:
+        """Store ``blobs`` in one commit, without fsync (see the class docstring); a blob
+        this store keeps outside its log (a large file) is still durable on return."""
         ...

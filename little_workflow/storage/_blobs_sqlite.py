@@ -85,6 +85,22 @@ class SqliteBlobStore:
         await self.database.write(lambda conn: conn.execute(_PUT, row))
         return BlobRef(digest=digest, size=len(data))
 
+    def shares_log_with(self, log: object) -> bool:
+        """Whether ``log`` is an event log of this store's database (one WAL)."""
+        return getattr(log, "db", None) is self.database
+
+    async def put_behind(self, blobs: Iterable[bytes]) -> None:
+        """The rows in one commit without fsync, ordered before the append that follows
+        (``LoggedBlobStore``); a file is written, and synced, at once."""
+        rows = []
+        for data in blobs:
+            if len(data) > self.file_bytes:
+                await self.files.put(data)
+            else:
+                rows.append((blob_digest(data), len(data), data, time.time()))
+        if rows:
+            await self.database.write(lambda conn: conn.executemany(_PUT, rows), sync=False)
+
     async def get(self, digest: str) -> bytes:
         """The verified bytes of blob ``digest``, from the table or else its file."""
         validate_digest(digest)

@@ -45,7 +45,10 @@ messages, so the limit bounds what a turn adds, not the conversation.
 
 **Order of writes.** Every blob of an append is put (durably) before the events that
 refer to them are appended, so a committed event never points at a missing blob. A
-crash in between leaves blobs nothing refers to, which garbage collection removes.
+crash in between leaves blobs nothing refers to, which garbage collection removes. Blobs
+that go through the event log's own write-ahead log (a SQLite store's rows:
+``LoggedBlobStore``) are committed just before the append without an fsync of their own:
+the WAL is a prefix after any crash, so the append's fsync makes them durable first.
 
 **Reading.** ``PayloadLog.read`` resolves every reference: resume, replay, the CLI's
 ``events`` and the UI see the values as written. A blob whose bytes do not hash to its
@@ -95,7 +98,7 @@ from little_workflow.events import (
     RunStatus,
     StepCompleted,
 )
-from little_workflow.storage._blobs import BlobStore, blob_digest, is_digest
+from little_workflow.storage._blobs import BlobStore, LoggedBlobStore, blob_digest, is_digest
 from little_workflow.storage._protocols import EventLog, RunInfo
 
 __all__ = [
@@ -376,6 +379,10 @@ class PayloadLog:
             raise ValueError("inline_bytes must be >= 0 and max_payload_bytes >= 1")
         self.inner = inner
         self.blobs = blobs
+        # Blobs that share the log's WAL are put behind: the append's fsync covers them.
+        self._behind = (
+            blobs if isinstance(blobs, LoggedBlobStore) and blobs.shares_log_with(inner) else None
+        )
         self.inline_bytes = inline_bytes
         self.max_payload_bytes = max_payload_bytes
         self._short = inline_bytes // _SHORT_STRING_FACTOR
@@ -399,7 +406,9 @@ class PayloadLog:
         """Put the blobs of ``events``' large payloads, then append the events with
         references; see ``EventLog.append``. ``PayloadTooLargeError`` writes nothing."""
         stored, batch = self._stored(run_id, events)
-        if batch is not None:
+        if batch is not None and self._behind is not None:
+            await self._behind.put_behind(batch.blobs.values())
+        elif batch is not None:
             for data in batch.blobs.values():
                 await self.blobs.put(data)
         seqs = await self.inner.append(run_id, stored, sync=sync, expected_seq=expected_seq)

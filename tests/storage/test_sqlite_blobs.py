@@ -3,13 +3,15 @@ written before the blobs table (every blob a file) read, extended and swept as i
 
 from __future__ import annotations
 
+import base64
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pydantic import JsonValue
 
-from little_workflow.events import HarnessModelCalled, RunStarted
+from little_workflow.events import HarnessModelCalled, HarnessToolCallSucceeded, RunStarted
 from little_workflow.storage import (
     FileBlobStore,
     PayloadLog,
@@ -104,4 +106,57 @@ async def test_a_store_from_before_the_blobs_table_reads_extends_and_sweeps(
         assert await store.blobs.list() == []
         assert _files(tmp_path) == []
     finally:
+        await store.close()
+
+
+async def test_an_appends_blob_rows_ride_on_its_fsync(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = await open_store(f"sqlite:///{tmp_path}/little-workflow.db")
+    try:
+        assert isinstance(store.blobs, SqliteBlobStore)
+        assert store.blobs.shares_log_with(store.events)
+        database = store.blobs.database
+        commits: list[bool] = []
+        write = database.write
+
+        async def recorded(work: Any, *, sync: bool = True) -> Any:
+            commits.append(sync)
+            return await write(work, sync=sync)
+
+        monkeypatch.setattr(database, "write", recorded)
+        log = PayloadLog(store.events, store.blobs)
+        large = os.urandom(FILE_BLOB_BYTES)  # base64 in a tool result: over 64 KiB of JSON
+        started = RunStarted(
+            workflow_name="w", definition_hash="sha256:" + "0" * 64, workflow_version_id="wv_1"
+        )
+        await log.append(RUN, [started])
+        commits.clear()
+        await log.append(RUN, [_called(1)])  # a conversation node: a row
+        # One durable commit for the append; the node's row committed just before, unsynced.
+        assert commits == [False, True]
+        commits.clear()
+        result = HarnessToolCallSucceeded(
+            session_id="s", call_id="t", result=base64.b64encode(large).decode()
+        )
+        await log.append(RUN, [result])
+        # The large result is a file, written (and synced) before the append: no row.
+        assert commits == [True]
+        assert len(_files(tmp_path)) == 1
+        read = [r.event for r in await PayloadLog(store.events, store.blobs).read(RUN)]
+        assert read[1] == _called(1)
+        assert read[2] == result
+    finally:
+        await store.close()
+
+
+async def test_blobs_of_another_database_are_put_durably_one_by_one(tmp_path: Path) -> None:
+    store = await open_store(f"sqlite:///{tmp_path}/little-workflow.db")
+    other = await open_store(f"sqlite:///{tmp_path}/other.db")
+    try:
+        assert isinstance(store.blobs, SqliteBlobStore)
+        assert not store.blobs.shares_log_with(other.events)
+        assert not store.blobs.shares_log_with(object())
+    finally:
+        await other.close()
         await store.close()
