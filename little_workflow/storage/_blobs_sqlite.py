@@ -38,6 +38,7 @@ from little_workflow.storage._blobs import (
     verified,
 )
 from little_workflow.storage._blobs_file import FileBlobStore
+from little_workflow.storage._sqlite import SqliteEventLog
 from little_workflow.storage._sqlite_db import SqliteDatabase
 
 __all__ = ["FILE_BLOB_BYTES", "SqliteBlobStore"]
@@ -87,7 +88,7 @@ class SqliteBlobStore:
 
     def shares_log_with(self, log: object) -> bool:
         """Whether ``log`` is an event log of this store's database (one WAL)."""
-        return getattr(log, "db", None) is self.database
+        return isinstance(log, SqliteEventLog) and log.db is self.database
 
     async def put_behind(self, blobs: Iterable[bytes]) -> None:
         """The rows in one commit without fsync, ordered before the append that follows

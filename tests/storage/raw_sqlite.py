@@ -5,7 +5,7 @@ from __future__ import annotations
 import sqlite3
 import time
 
-from little_workflow.storage import StoreSpec
+from little_workflow.storage import SqliteBlobStore, StoreSpec
 from little_workflow.storage._checksum import event_checksum
 from little_workflow.testing.eventlog_conformance import RawEventWriter
 
@@ -35,3 +35,21 @@ def sqlite_writer(spec: StoreSpec) -> RawEventWriter:
             conn.close()
 
     return write
+
+
+async def damage_sqlite_blob(blobs: SqliteBlobStore, digest: str, data: bytes | None) -> None:
+    """Replace a SQLite store's blob behind its back, row or file; ``None`` removes it."""
+    path = blobs.files.path(digest)
+    if path.exists():
+        if data is None:
+            path.unlink()
+        else:
+            path.write_bytes(data)
+    elif data is None:
+        await blobs.database.write(
+            lambda conn: conn.execute("DELETE FROM blobs WHERE digest = ?", (digest,))
+        )
+    else:
+        await blobs.database.write(
+            lambda conn: conn.execute("UPDATE blobs SET data = ? WHERE digest = ?", (data, digest))
+        )

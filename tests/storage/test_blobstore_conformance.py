@@ -21,6 +21,7 @@ from little_workflow.storage import (
 )
 from little_workflow.testing import BlobStoreConformance
 from little_workflow.testing.blobstore_conformance import BlobDamager, BlobReopener
+from tests.storage.raw_sqlite import damage_sqlite_blob
 
 # ``sqlite-files``: a SQLite store's blob store with every blob a file, as large blobs
 # are, and as a store written before the blobs table kept them all.
@@ -82,15 +83,7 @@ class TestBlobStoreConformance(BlobStoreConformance):
             if isinstance(blob_store, MemoryBlobStore):
                 blob_store.blobs[digest] = (data, blob_store.blobs[digest][1])
             elif isinstance(blob_store, SqliteBlobStore):
-                path = blob_store.files.path(digest)
-                if path.exists():
-                    path.write_bytes(data)
-                else:
-                    await blob_store.database.write(
-                        lambda conn: conn.execute(
-                            "UPDATE blobs SET data = ? WHERE digest = ?", (data, digest)
-                        )
-                    )
+                await damage_sqlite_blob(blob_store, digest, data)
             else:
                 spec = parse_store_url(blob_url)
                 assert spec.conninfo is not None

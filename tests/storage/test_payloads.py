@@ -37,6 +37,7 @@ from little_workflow.storage import (
     referenced_digests,
 )
 from little_workflow.storage._payloads import PAYLOAD_FIELDS
+from tests.storage.raw_sqlite import damage_sqlite_blob
 
 BACKENDS = ["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
 RUN = "run_payloads"
@@ -296,24 +297,8 @@ async def test_a_flipped_byte_in_a_blob_file_is_a_typed_error_naming_it(tmp_path
 
 
 async def _damage(store: Store, digest: str, data: bytes | None) -> None:
-    """Replace a SQLite store's blob behind its back (``None``: remove it), row or file."""
-    blobs = store.blobs
-    assert isinstance(blobs, SqliteBlobStore)
-    path = blobs.files.path(digest)
-    if path.exists():
-        if data is None:
-            path.unlink()
-        else:
-            path.write_bytes(data)
-        return
-    if data is None:
-        await blobs.database.write(
-            lambda conn: conn.execute("DELETE FROM blobs WHERE digest = ?", (digest,))
-        )
-    else:
-        await blobs.database.write(
-            lambda conn: conn.execute("UPDATE blobs SET data = ? WHERE digest = ?", (data, digest))
-        )
+    assert isinstance(store.blobs, SqliteBlobStore)
+    await damage_sqlite_blob(store.blobs, digest, data)
 
 
 def test_every_json_field_of_every_event_is_a_payload_field_or_known_small() -> None:
