@@ -180,7 +180,7 @@ def raw(path: Path, steps: int, sync: str) -> float:
 
 
 async def payload_step(index: int) -> dict[str, object]:
-    """A step whose output is about 2 KiB: inline at 4096, a blob at 1024."""
+    """A step whose output is about 2 KiB: inline at 4096, a blob at 1000 (the default)."""
     return {"index": index, "text": history._filler(index, 2000, "output")}
 
 
@@ -189,7 +189,7 @@ async def payload_time(steps: int, rounds: int, base: Path) -> None:
     print(f"\n{steps} steps returning 2 KiB, SQLite FULL, ratio to raw sqlite3 in the same round")
     print("| inline_payload_bytes | ratio (median) | rounds |")
     print("|---:|---:|---|")
-    ratios: dict[int, list[float]] = {1024: [], 4096: []}
+    ratios: dict[int, list[float]] = {1000: [], 4096: []}
     for _ in range(rounds):
         for inline, values in ratios.items():
             root = Path(tempfile.mkdtemp(prefix="layout-payload-", dir=base))

@@ -524,6 +524,9 @@ class HarnessModelResponded(Event):
     session_id: str
     call_id: str
     response: JsonValue = None
+    #: ``model`` and ``usage`` of ``response`` when the response is stored by reference
+    #: (the blob store, docs/blobs.md), so that totals of usage read no blob; else None.
+    summary: dict[str, JsonValue] | None = None
 
 
 @_event

@@ -113,8 +113,11 @@ __all__ = [
     "referenced_digests",
 ]
 
-#: Payloads whose JSON is larger than this many bytes go to the blob store.
-DEFAULT_INLINE_BYTES: Final = 4 * 1024
+#: Payloads whose JSON is larger than this many bytes go to the blob store. Just under the
+#: 1,002 bytes of a row that SQLite keeps on a 4 KiB page of the ``WITHOUT ROWID`` events
+#: table: an event with a larger payload inline spilled the rest into an overflow page of
+#: its own, mostly empty (docs/performance.md, "Bytes on disk per message size").
+DEFAULT_INLINE_BYTES: Final = 1000
 #: The largest payload stored; a larger one raises ``PayloadTooLargeError``.
 DEFAULT_MAX_PAYLOAD_BYTES: Final = 64 * 1024 * 1024
 
@@ -139,6 +142,10 @@ PAYLOAD_FIELDS: Final[dict[type[Event], tuple[str, ...]]] = {
     HarnessSessionCompleted: ("output",),
     EventReceived: ("data",),
 }
+
+# The keys of a model response kept in its event when the response itself is a blob: all a
+# runs list's usage fold reads of it, so the list reads no blob (``views/_usage.py``).
+_SUMMARY_KEYS: Final = ("model", "usage")
 
 # The same settings as ``codec``'s: compact, non-ASCII kept, NaN refused.
 _ENCODER: Final = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
@@ -442,7 +449,17 @@ class PayloadLog:
                     if stored is events:
                         stored = list(events)
                     assert isinstance(stored, list)
-                    stored[index] = stored[index].model_copy(update={name: form})
+                    update: dict[str, object] = {name: form}
+                    if (
+                        type(event) is HarnessModelResponded
+                        and isinstance(value, dict)
+                        and type(form) is dict
+                        and REF_KEY in form
+                    ):
+                        update["summary"] = {
+                            key: value[key] for key in _SUMMARY_KEYS if key in value
+                        }
+                    stored[index] = stored[index].model_copy(update=update)
         return stored, batch
 
     def _check_limit(self, size: int, event: Event, name: str) -> None:

@@ -515,17 +515,23 @@ class RunReader:
         return state
 
     async def _with_response(self, record: RecordedEvent) -> RecordedEvent:
-        """A ``harness.model.responded`` stored by reference, resolved: its usage is
-        inside. Only a large response is a reference; the rest are read as stored."""
+        """A ``harness.model.responded`` stored by reference, with what its usage fold
+        reads of it: the summary kept in the event, or (in a log written before
+        summaries) the response resolved. Only a large response is a reference."""
         event = record.event
         if (
-            self._payloads is None
-            or not isinstance(event, HarnessModelResponded)
+            not isinstance(event, HarnessModelResponded)
             or not isinstance(event.response, dict)
             or not ("$blob" in event.response or "$lit" in event.response)
         ):
             return record
-        response = await self._payloads.resolve(event.response, where=f"run {record.run_id!r}")
+        response: JsonValue
+        if event.summary is not None:
+            response = event.summary
+        elif self._payloads is not None:
+            response = await self._payloads.resolve(event.response, where=f"run {record.run_id!r}")
+        else:
+            return record
         return replace(record, event=event.model_copy(update={"response": response}))
 
     async def usage(self, run_id: str) -> UsageReport:

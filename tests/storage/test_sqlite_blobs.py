@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from pydantic import JsonValue
 
+from little_workflow.errors import CorruptDataError
 from little_workflow.events import HarnessModelCalled, HarnessToolCallSucceeded, RunStarted
 from little_workflow.storage import (
     FileBlobStore,
@@ -159,4 +160,63 @@ async def test_blobs_of_another_database_are_put_durably_one_by_one(tmp_path: Pa
         assert not store.blobs.shares_log_with(object())
     finally:
         await other.close()
+        await store.close()
+
+
+async def _rows(store: Any) -> dict[str, tuple[int, bytes]]:
+    found = await store.blobs.database.read(
+        lambda conn: conn.execute("SELECT digest, size, data FROM blobs").fetchall()
+    )
+    return {str(digest): (int(size), bytes(data)) for digest, size, data in found}
+
+
+async def test_a_row_is_deflated_only_when_that_saves_an_eighth(tmp_path: Path) -> None:
+    store = await open_store(f"sqlite:///{tmp_path}/little-workflow.db")
+    try:
+        text = b" ".join(b"word%d" % (i % 300) for i in range(2000))
+        noise = os.urandom(3000)
+        assert isinstance(store.blobs, SqliteBlobStore)
+        deflated, kept = await store.blobs.put(text), await store.blobs.put(noise)
+        await store.blobs.put_behind([text[:1500]])  # the append's path deflates too
+        rows = await _rows(store)
+        size, data = rows[deflated.digest]
+        assert size == len(text)
+        assert len(data) < len(text) // 2
+        assert rows[kept.digest] == (len(noise), noise)
+        assert sum(len(data) < size for size, data in rows.values()) == 2
+        assert await store.blobs.get(deflated.digest) == text
+        assert await store.blobs.get(kept.digest) == noise
+        listed = {info.digest: info.size for info in await store.blobs.list()}
+        assert listed[deflated.digest] == len(text)
+    finally:
+        await store.close()
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda size, data: (size, data[: len(data) // 2]),  # cut short
+        lambda size, data: (size, b"\x00" + data[1:]),  # not a zlib stream
+        lambda size, data: (size - 10, data),  # inflates past the row's size
+    ],
+    ids=["truncated", "not-zlib", "too-long"],
+)
+async def test_a_damaged_deflated_row_is_a_typed_error(tmp_path: Path, damage: Any) -> None:
+    store = await open_store(f"sqlite:///{tmp_path}/little-workflow.db")
+    try:
+        text = b"the same sentence again. " * 200
+        assert isinstance(store.blobs, SqliteBlobStore)
+        database = store.blobs.database
+        ref = await store.blobs.put(text)
+        size, data = (await _rows(store))[ref.digest]
+        bad_size, bad_data = damage(size, data)
+        await database.write(
+            lambda conn: conn.execute(
+                "UPDATE blobs SET size = ?, data = ? WHERE digest = ?",
+                (bad_size, bad_data, ref.digest),
+            )
+        )
+        with pytest.raises(CorruptDataError, match=ref.digest):
+            await store.blobs.get(ref.digest)
+    finally:
         await store.close()

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from little_workflow.errors import ConfigError
+from little_workflow.events import HarnessModelResponded
 from little_workflow.harness import ModelSlot
 from little_workflow.harness.models import (
     AnthropicProvider,
@@ -27,6 +28,7 @@ from little_workflow.runtime import Runtime
 from little_workflow.testing.fake_models import FakeModelServer
 from little_workflow.views import (
     ModelPrice,
+    RunReader,
     UsageFold,
     UsageTotals,
     parse_prices,
@@ -298,3 +300,32 @@ async def test_the_fold_kept_open_gives_the_report_of_the_whole_log(tmp_path: Pa
         for record in records[cut:]:
             fold.add(record)
         assert fold.report() == whole
+
+
+async def test_totals_of_responses_stored_by_reference_read_no_blob(tmp_path: Path) -> None:
+    slots = {
+        name: ModelSlot(provider=scripted(respond), model=f"{name}-model")
+        for name in ("tally", "other")
+    }
+    # Every payload a blob: each response is a reference, its model and usage kept beside.
+    async with Runtime(
+        tmp_path, model_slots=slots, tools=[stamp], inline_payload_bytes=0
+    ) as runtime:
+        await runtime.run(FLOWS / "usage.yaml", None, run_id="run_r")
+        whole = usage_report(await runtime.events.read("run_r"))
+        stored = [
+            record.event
+            for record in await runtime.events.read_stored("run_r")
+            if isinstance(record.event, HarnessModelResponded)
+        ]
+        assert len(stored) == 3
+        for event in stored:
+            assert isinstance(event.response, dict)
+            assert set(event.response) == {"$blob", "size"}
+            assert event.summary is not None
+            assert set(event.summary) == {"model", "usage"}
+        for info in await runtime.blobs.list():
+            await runtime.blobs.delete(info.digest)
+        # The runs list's fold: no blob left to read, the same totals.
+        assert await RunReader(runtime.events).usage("run_r") == whole
+    assert (whole.paid.calls, whole.paid.total_tokens) == (3, 660)
