@@ -117,6 +117,29 @@ class Reference:
 
     def evaluate(self, scope: Mapping[str, object], *, where: str | None = None) -> JsonValue:
         """The referenced value in ``scope``; ``TemplateError`` if it is not there."""
+        # The common case, fast: plain dicts and lists all the way, every accessor found.
+        # Anything else (a miss, another kind of container) takes the walk below, which
+        # decides the same way and builds the message naming what was not there.
+        try:
+            current: object = scope[self.root]
+            for accessor in self.accessors:
+                kind = type(current)
+                if type(accessor) is Key and kind is dict:
+                    current = current[accessor.name]  # type: ignore[index]
+                elif type(accessor) is Index and (kind is list or kind is tuple):
+                    index = accessor.index
+                    if not -len(current) <= index < len(current):  # type: ignore[arg-type]
+                        break
+                    current = current[index]  # type: ignore[index]
+                else:
+                    break
+            else:
+                return cast(JsonValue, current)
+        except KeyError:
+            pass
+        return self._walk(scope, where)
+
+    def _walk(self, scope: Mapping[str, object], where: str | None) -> JsonValue:
         if self.root not in scope:
             raise TemplateError(_missing_root_message(self), reference=str(self), where=where)
         current: object = scope[self.root]
@@ -230,12 +253,45 @@ def referenced_step_ids(value: object) -> frozenset[str]:
     return frozenset(found)
 
 
+class _Unusual(Exception):
+    """A value the fast render leaves to the placed one (not plain JSON built-ins)."""
+
+
 def render(value: object, scope: Mapping[str, object], *, where: str = "value") -> JsonValue:
     """Evaluate every template inside a JSON value (dicts and lists, recursively).
 
     Strings without ``$`` and non-string scalars come back unchanged; object keys are
     literal. ``where`` names the value's place in the document for error messages.
     """
+    # A step's arguments are rendered at every call: without the place of every value
+    # (a string per key, only ever read by an error). A failure renders again with
+    # places, which raises the same error, naming where; rendering has no side effect.
+    try:
+        return _render_fast(value, scope)
+    except (TemplateError, _Unusual):
+        pass
+    return _render_placed(value, scope, where)
+
+
+def _render_fast(value: object, scope: Mapping[str, object]) -> JsonValue:
+    kind = type(value)
+    if kind is str:
+        if "$" not in value:  # type: ignore[operator]
+            return value  # type: ignore[return-value]
+        return _parse_cached(value).evaluate(scope)
+    if kind is dict:
+        return {
+            key if type(key) is str else str(key): _render_fast(child, scope)
+            for key, child in value.items()  # type: ignore[attr-defined]
+        }
+    if kind is list or kind is tuple:
+        return [_render_fast(child, scope) for child in value]  # type: ignore[attr-defined]
+    if value is None or kind is bool or kind is int or kind is float:
+        return value  # type: ignore[return-value]
+    raise _Unusual
+
+
+def _render_placed(value: object, scope: Mapping[str, object], where: str) -> JsonValue:
     if isinstance(value, str):
         if "$" not in value:
             return value
@@ -248,11 +304,11 @@ def render(value: object, scope: Mapping[str, object], *, where: str = "value") 
         return template.evaluate(scope, where=where)
     if isinstance(value, Mapping):
         return {
-            str(key): render(child, scope, where=where + str(Key(str(key))))
+            str(key): _render_placed(child, scope, where + str(Key(str(key))))
             for key, child in value.items()
         }
     if isinstance(value, list | tuple):
-        return [render(child, scope, where=f"{where}[{i}]") for i, child in enumerate(value)]
+        return [_render_placed(child, scope, f"{where}[{i}]") for i, child in enumerate(value)]
     if value is None or isinstance(value, bool | int | float):
         return value
     raise TemplateError(f"is a {type(value).__name__}, which is not JSON", where=where)

@@ -6,7 +6,7 @@ import contextlib
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from little_workflow.codec import JsonValue
@@ -293,3 +293,73 @@ def test_a_reference_reaches_the_value_it_names(
         parse_template(f"${{item{reference.expression[len('input') :]}}}").evaluate({"item": root})
         == expected
     )
+
+
+# --- the fast render decides as the placed one ------------------------------------------
+
+_NAMES = st.sampled_from(["a", "b", "items", "x y", "0"])
+_LEAVES = st.one_of(st.none(), st.booleans(), st.integers(-3, 3), st.floats(allow_nan=False))
+_SCOPE_VALUES = st.recursive(
+    _LEAVES | st.text(max_size=3),
+    lambda children: st.lists(children, max_size=3)
+    | st.tuples(children, children)
+    | st.dictionaries(_NAMES, children, max_size=3),
+    max_leaves=8,
+)
+_REFERENCES = st.builds(
+    lambda root, path: "${" + root + path + "}",
+    st.sampled_from(["input", "steps", "item", "run", "nope"]),
+    st.lists(
+        st.one_of(
+            _NAMES.map(lambda name: f".{name}" if name.isalnum() else f'["{name}"]'),
+            st.integers(-3, 3).map(lambda index: f"[{index}]"),
+        ),
+        max_size=3,
+    ).map("".join),
+)
+_TEMPLATE_STRINGS = _REFERENCES | st.builds(lambda r: f"say {r}!", _REFERENCES) | st.just("${")
+_TEMPLATED = st.recursive(
+    _LEAVES | _TEMPLATE_STRINGS | st.text(max_size=3),
+    lambda children: st.lists(children, max_size=3)
+    | st.tuples(children)
+    | st.dictionaries(_NAMES | st.integers(0, 2), children, max_size=3),
+    max_leaves=8,
+)
+
+
+@settings(max_examples=300)
+@example(value={"n": "${input[2]}", "m": "${input[-3]}"}, scope={"input": [1, 2]})
+@example(value=["${item.a[1]}", ("${item.a}",)], scope={"item": {"a": (True, None)}})
+@example(value={"k": "at ${steps.x}"}, scope={"steps": {"x": {"y": [1.5]}}})
+@given(
+    value=_TEMPLATED,
+    scope=st.fixed_dictionaries(
+        {}, optional={"input": _SCOPE_VALUES, "steps": _SCOPE_VALUES, "item": _SCOPE_VALUES}
+    ),
+)
+def test_the_fast_render_gives_what_the_placed_one_gives(value: Any, scope: Any) -> None:
+    from little_workflow.lwir._template import _render_placed
+
+    try:
+        expected: Any = _render_placed(value, scope, "steps[0].with")
+    except TemplateError as exc:
+        expected = exc
+    try:
+        got: Any = render(value, scope, where="steps[0].with")
+    except TemplateError as exc:
+        got = exc
+    if isinstance(expected, TemplateError):
+        assert type(got) is type(expected)
+        assert str(got) == str(expected)
+    else:
+        assert got == expected
+        assert json_kinds(got) == json_kinds(expected)
+
+
+def json_kinds(value: Any) -> Any:
+    """``value`` with every node replaced by its type: ``1 == True`` must not hide a change."""
+    if isinstance(value, dict):
+        return {key: json_kinds(child) for key, child in value.items()}
+    if isinstance(value, list | tuple):
+        return [type(value), *(json_kinds(child) for child in value)]
+    return type(value)
