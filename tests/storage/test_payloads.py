@@ -308,6 +308,7 @@ def test_every_json_field_of_every_event_is_a_payload_field_or_known_small() -> 
         (OuterLoopCycleCompleted, "result"),  # a nested model, not a JsonValue field
         (WaitStarted, "schema_"),  # a wait's JSON Schema, written in the workflow
         (RunStarted, "declared_events"),  # the events' schemas, written in the workflow
+        (HarnessModelResponded, "summary"),  # a large answer's model and usage
     }
     for model in EVENT_TYPES.values():
         hints = typing.get_type_hints(model)
