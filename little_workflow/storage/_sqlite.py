@@ -13,11 +13,13 @@ import sqlite3
 import struct
 import time
 from collections.abc import Iterable, Sequence
-from zlib import crc32
+from typing import Final
+from zlib import compress, crc32, decompressobj
+from zlib import error as ZlibError
 
 from little_workflow import codec
 from little_workflow.codec import JsonValue
-from little_workflow.errors import ConflictError
+from little_workflow.errors import ConflictError, CorruptDataError
 from little_workflow.events import (
     Event,
     RecordedEvent,
@@ -142,6 +144,42 @@ _pack_double = struct.Struct(">d").pack
 _unpack_quad = struct.Struct(">q").unpack
 
 
+# An event's ``data`` of at least this many bytes is stored deflated (zlib, level 1, a
+# BLOB; the rest stay TEXT) when that saves an eighth of it. Rows share pages only whole,
+# and an agent's events carry its messages: at 1 KiB turns the events table was 2x the
+# conversation, mostly text a model or a tool wrote, which deflates to about 60%
+# (docs/performance.md, "Bytes on disk per message size"). A trivial step's rows are
+# shorter and never pay for a try. The checksum covers the JSON text, not what is stored.
+_DEFLATE_MIN: Final = 256
+# SQLite's own limit on a value (SQLITE_MAX_LENGTH): no row inflates past it.
+_MAX_DATA: Final = 1_000_000_000
+
+
+def _deflated(data: str) -> str | bytes:
+    raw = data.encode()
+    deflated = compress(raw, 1)
+    return deflated if len(deflated) <= len(raw) - len(raw) // 8 else data
+
+
+def _inflated(run_id: str, row: tuple[object, ...], where: str) -> tuple[object, ...]:
+    seq, type_name, ts, data, checksum = row
+    assert isinstance(data, bytes)
+    inflater = decompressobj()
+    try:
+        text = inflater.decompress(data, _MAX_DATA).decode()
+    except (ZlibError, UnicodeDecodeError) as exc:
+        raise CorruptDataError(
+            f"run {run_id!r} seq {seq} in {where}: the stored event does not inflate ({exc}); "
+            "the row was changed after it was written"
+        ) from exc
+    if not inflater.eof:
+        raise CorruptDataError(
+            f"run {run_id!r} seq {seq} in {where}: the stored event is cut short or larger "
+            "than any row; the row was changed after it was written"
+        )
+    return seq, type_name, ts, text, checksum
+
+
 class SqliteEventLog:
     """An ``EventLog`` in the ``events`` and ``runs`` tables of a SQLite database."""
 
@@ -170,6 +208,7 @@ class SqliteEventLog:
             crcs = [crc32(f"{run_id}\0{type_name}\0{data}".encode()) for type_name, data in encoded]
         except UnicodeEncodeError:
             crcs = [data_crc(run_id, type_name, data) for type_name, data in encoded]
+        stored = [data if len(data) < _DEFLATE_MIN else _deflated(data) for _, data in encoded]
         update = apply_run_index(events)
         status = None if update.status is None else update.status.value
 
@@ -211,12 +250,19 @@ class SqliteEventLog:
             bits: int = _unpack_quad(_pack_double(now))[0]
             at = bits ^ (bits >> 32)
             if len(encoded) == 1:
-                type_name, data = encoded[0]
+                type_name = encoded[0][0]
                 seq = last + 1
                 conn.execute(
                     "INSERT INTO events (run_id, seq, type, ts, data, checksum) "
                     "VALUES (?, ?, ?, ?, ?, ?)",
-                    (run_id, seq, type_name, now, data, (crcs[0] ^ at ^ seq ^ (seq >> 32)) & MASK),
+                    (
+                        run_id,
+                        seq,
+                        type_name,
+                        now,
+                        stored[0],
+                        (crcs[0] ^ at ^ seq ^ (seq >> 32)) & MASK,
+                    ),
                 )
             else:
                 conn.executemany(
@@ -224,8 +270,12 @@ class SqliteEventLog:
                     "VALUES (?, ?, ?, ?, ?, ?)",
                     [
                         (run_id, seq, type_name, now, data, (crc ^ at ^ seq ^ (seq >> 32)) & MASK)
-                        for seq, (type_name, data), crc in zip(
-                            range(last + 1, last + 1 + len(encoded)), encoded, crcs, strict=True
+                        for seq, (type_name, _), data, crc in zip(
+                            range(last + 1, last + 1 + len(encoded)),
+                            encoded,
+                            stored,
+                            crcs,
+                            strict=True,
                         )
                     ],
                 )
@@ -246,6 +296,7 @@ class SqliteEventLog:
             ).fetchall()
         )
         where = repr(str(self.db.path))
+        rows = [_inflated(run_id, row, where) if type(row[3]) is bytes else row for row in rows]
         return checked_records(run_id, rows, after=after, where=where)
 
     async def last_seq(self, run_id: str) -> int:

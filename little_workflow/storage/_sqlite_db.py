@@ -155,6 +155,11 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
             created_at REAL NOT NULL
         )""",
     ),
+    # 7: an event's ``data`` may be a BLOB, its JSON deflated (``_sqlite.py``). Nothing
+    # to change in the rows written before, which stay TEXT and read as they are: the
+    # version is what makes an older little-workflow refuse the store rather than read
+    # deflated rows as damaged ones.
+    ("SELECT 1",),
 )
 
 

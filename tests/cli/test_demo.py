@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import re
 import sqlite3
 import subprocess
 import sys
 from pathlib import Path
+
+from tests.storage.raw_sqlite import event_json
 
 # An uncrashed run: 4 reviewer sessions, each a model call, a tool call, a model call.
 MODEL_CALLS, TOOL_CALLS = 8, 4
@@ -61,7 +62,7 @@ def test_demo_kills_inside_a_session_and_replays_model_and_tool_calls(tmp_path: 
     conn = sqlite3.connect(data / "little-workflow.db")
     try:
         events = [
-            (kind, json.loads(payload))
+            (kind, event_json(payload))
             for kind, payload in conn.execute(
                 "SELECT type, data FROM events WHERE run_id = ? ORDER BY seq", (run_id.group(1),)
             )

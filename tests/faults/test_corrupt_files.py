@@ -34,6 +34,7 @@ from little_workflow.platform.ipc import create_durable_outbound_queue
 from little_workflow.runtime import Runtime
 from little_workflow.storage import create_file_storage
 from tests.faults.killer import DESCRIBE, EXECUTION_ID, HANDLE_ID, QUEUE_SOCKET, snapshot
+from tests.storage.raw_sqlite import event_text
 
 
 def truncated(data: bytes) -> bytes:
@@ -218,7 +219,12 @@ FUNCTIONS = {"t:one": lambda: 1, "t:two": lambda: 2}
 def rows(db: Path) -> list[tuple[int, str, str]]:
     conn = sqlite3.connect(db)
     try:
-        return list(conn.execute("SELECT seq, type, data FROM events ORDER BY run_id, seq"))
+        return [
+            (seq, kind, event_text(data))
+            for seq, kind, data in conn.execute(
+                "SELECT seq, type, data FROM events ORDER BY run_id, seq"
+            )
+        ]
     finally:
         conn.close()
 
@@ -246,7 +252,7 @@ async def test_an_event_row(tmp_path: Path, kind: str) -> None:
             (text,) = conn.execute(
                 "SELECT data FROM events WHERE run_id = 'run-1' AND seq = 3"
             ).fetchone()
-            damaged = DAMAGE[kind](text.encode()).decode("utf-8", "replace")
+            damaged = DAMAGE[kind](event_text(text).encode()).decode("utf-8", "replace")
             conn.execute(
                 "UPDATE events SET data = ? WHERE run_id = 'run-1' AND seq = 3", (damaged,)
             )

@@ -23,6 +23,7 @@ from little_workflow.runtime import Runtime
 from little_workflow.storage import create_file_storage
 from tests.faults.disk import SmallDisk, temp_files
 from tests.faults.killer import EXECUTION_ID, snapshot
+from tests.storage.raw_sqlite import event_json
 
 FLOW = Workflow(
     name="full-disk",
@@ -66,10 +67,8 @@ def sqlite_rows(db: Path) -> list[tuple[str, str | None]]:
         (check,) = conn.execute("PRAGMA integrity_check").fetchone()
         assert check == "ok"
         return [
-            (kind, path)
-            for kind, path in conn.execute(
-                "SELECT type, json_extract(data, '$.stepPath') FROM events ORDER BY seq"
-            )
+            (kind, event_json(data).get("stepPath"))
+            for kind, data in conn.execute("SELECT type, data FROM events ORDER BY seq")
         ]
     finally:
         conn.close()

@@ -301,9 +301,11 @@ _NAMES = st.sampled_from(["a", "b", "items", "x y", "0"])
 _LEAVES = st.one_of(st.none(), st.booleans(), st.integers(-3, 3), st.floats(allow_nan=False))
 _SCOPE_VALUES = st.recursive(
     _LEAVES | st.text(max_size=3),
-    lambda children: st.lists(children, max_size=3)
-    | st.tuples(children, children)
-    | st.dictionaries(_NAMES, children, max_size=3),
+    lambda children: (
+        st.lists(children, max_size=3)
+        | st.tuples(children, children)
+        | st.dictionaries(_NAMES, children, max_size=3)
+    ),
     max_leaves=8,
 )
 _REFERENCES = st.builds(
@@ -320,9 +322,11 @@ _REFERENCES = st.builds(
 _TEMPLATE_STRINGS = _REFERENCES | st.builds(lambda r: f"say {r}!", _REFERENCES) | st.just("${")
 _TEMPLATED = st.recursive(
     _LEAVES | _TEMPLATE_STRINGS | st.text(max_size=3),
-    lambda children: st.lists(children, max_size=3)
-    | st.tuples(children)
-    | st.dictionaries(_NAMES | st.integers(0, 2), children, max_size=3),
+    lambda children: (
+        st.lists(children, max_size=3)
+        | st.tuples(children)
+        | st.dictionaries(_NAMES | st.integers(0, 2), children, max_size=3)
+    ),
     max_leaves=8,
 )
 

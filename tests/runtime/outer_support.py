@@ -26,6 +26,7 @@ from typing import Any
 
 from little_workflow.codec import JsonValue
 from little_workflow.runtime import Continue, Cycle, Done, StepContext
+from tests.storage.raw_sqlite import event_json
 
 FLOWS = Path(__file__).resolve().parent / "flows"
 #: The cycle workflow: ``draft`` then ``polish`` (both counted), output ``polish``'s.
@@ -127,7 +128,7 @@ def events(data_dir: Path, run_id: str) -> list[tuple[str, Any]]:
         ).fetchall()
     finally:
         conn.close()
-    return [(type_name, json.loads(data)) for type_name, data in rows]
+    return [(type_name, event_json(data)) for type_name, data in rows]
 
 
 def completed_steps(data_dir: Path, run_id: str) -> set[str]:

@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from little_workflow.runtime import CRASH_ENV, CRASH_EXIT_CODE
+from tests.storage.raw_sqlite import event_json
 
 REPO = Path(__file__).resolve().parents[2]
 WORKFLOW = REPO / "tests" / "runtime" / "flows" / "review.yaml"
@@ -63,7 +64,7 @@ def log_facts(data_dir: Path) -> tuple[int, set[tuple[str, str]], set[tuple[str,
     started: set[tuple[str, str]] = set()
     for run_id, type_name, data in rows:
         if type_name in ("StepCompleted", "StepAttemptStarted"):
-            path = json.loads(data)["stepPath"]
+            path = event_json(data)["stepPath"]
             (completed if type_name == "StepCompleted" else started).add((run_id, path))
     return len(rows), completed, started - completed
 

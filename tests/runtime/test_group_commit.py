@@ -27,6 +27,7 @@ from little_workflow.events import Event, RunStarted, StepAttemptStarted, StepCo
 from little_workflow.runtime._state import RunState, fold
 from little_workflow.runtime._writer import RunWriter
 from little_workflow.storage import EventLog, open_event_log
+from tests.storage.raw_sqlite import event_json
 
 from .support import FLOWS, REPO, read_calls
 
@@ -76,7 +77,7 @@ def committed_paths(db: Path) -> set[str]:
         rows = conn.execute("SELECT data FROM events WHERE type = 'StepCompleted'").fetchall()
     finally:
         conn.close()
-    return {json.loads(data)["stepPath"] for (data,) in rows}
+    return {event_json(data)["stepPath"] for (data,) in rows}
 
 
 async def open_writer(tmp_path: Path) -> tuple[RunWriter, Recording, Path]:

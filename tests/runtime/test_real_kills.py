@@ -31,6 +31,7 @@ from little_workflow.memory import MemoryStore
 from little_workflow.storage import create_file_storage
 from tests.runtime.kill_flows import CALLS_ENV, FLOWS, HOLD_ENV, MARK_ENV, NAMESPACE, SETUP
 from tests.runtime.support import cli, cli_popen, wait_for_file
+from tests.storage.raw_sqlite import event_json
 
 RUN_ID = "run_k"
 
@@ -46,7 +47,7 @@ def log(data: Path) -> list[tuple[str, dict[str, Any]]]:
         ).fetchall()
     finally:
         conn.close()
-    return [(kind, json.loads(payload)) for kind, payload in rows]
+    return [(kind, event_json(payload)) for kind, payload in rows]
 
 
 def calls(path: Path) -> list[tuple[str, str, int]]:

@@ -2,12 +2,26 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import time
+import zlib
+from typing import Any
 
 from little_workflow.storage import SqliteBlobStore, StoreSpec
 from little_workflow.storage._checksum import event_checksum
 from little_workflow.testing.eventlog_conformance import RawEventWriter
+
+
+def event_text(data: str | bytes) -> str:
+    """The JSON text of an ``events.data`` value read behind the backend's back: a long
+    row is stored deflated, as a BLOB (``storage/_sqlite.py``)."""
+    return zlib.decompress(data).decode() if isinstance(data, bytes) else data
+
+
+def event_json(data: str | bytes) -> Any:
+    """The event an ``events.data`` value holds, parsed."""
+    return json.loads(event_text(data))
 
 
 def sqlite_writer(spec: StoreSpec) -> RawEventWriter:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from little_workflow.runtime import Happened, StepContext, side_effect
+from tests.storage.raw_sqlite import event_json
 
 
 def _ledger() -> Path:
@@ -80,7 +81,7 @@ def intent_committed(ctx: StepContext, database: str) -> bool:
             "SELECT data FROM events WHERE run_id = ? AND type = 'SideEffectIntended'",
             (ctx.run_id,),
         ).fetchall()
-    return any(json.loads(data)["stepPath"] == ctx.step_path for (data,) in rows)
+    return any(event_json(data)["stepPath"] == ctx.step_path for (data,) in rows)
 
 
 @side_effect(reconcile=_reconcile)
