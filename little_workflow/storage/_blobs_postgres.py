@@ -4,6 +4,14 @@ Beside the event log, in the same database, so every worker of a shared store re
 the blobs any other wrote. ``put`` is one upsert, committed (so durable) before it
 returns; a repeated put only refreshes ``created_at`` (see ``_blobs``), from the
 server's clock like the event log's timestamps.
+
+An append's blobs are put *behind* (``LoggedBlobStore``): one statement, committed with
+``synchronous_commit`` off, just before the append. The server's WAL is one sequence, and
+the append's synchronous commit returns only once the WAL is flushed up to its own commit
+record, which comes after the blobs' one: when the append is durable, so are its blobs. A
+crash between the two loses blobs no event refers to. (The setting is made by
+``set_config(..., true)`` in a CTE the insert reads, so it lasts for that one statement's
+transaction and never reaches the pooled connection's next user.)
 """
 
 from __future__ import annotations
@@ -20,6 +28,7 @@ from little_workflow.storage._blobs import (
     validate_digest,
     verified,
 )
+from little_workflow.storage._postgres import PostgresEventLog
 from little_workflow.storage._postgres_db import PostgresDatabase
 
 __all__ = ["PostgresBlobStore"]
@@ -27,6 +36,13 @@ __all__ = ["PostgresBlobStore"]
 _NOW: Final = "extract(epoch from statement_timestamp())"
 _PUT: Final = (
     "INSERT INTO blobs (digest, size, data, created_at) VALUES (%s, %s, %s, " + _NOW + ")"
+    " ON CONFLICT (digest) DO UPDATE SET created_at = EXCLUDED.created_at"
+)
+_PUT_BEHIND: Final = (
+    "WITH relaxed AS (SELECT set_config('synchronous_commit', 'off', true))"
+    " INSERT INTO blobs (digest, size, data, created_at)"
+    " SELECT b.digest, b.size, b.data, " + _NOW + " FROM relaxed,"
+    " unnest(%s::text[], %s::bigint[], %s::bytea[]) AS b(digest, size, data)"
     " ON CONFLICT (digest) DO UPDATE SET created_at = EXCLUDED.created_at"
 )
 _GET: Final = "SELECT data FROM blobs WHERE digest = %s"
@@ -54,6 +70,23 @@ class PostgresBlobStore:
             # trip on every put to save one on the rare repeated one.
             await conn.execute(_PUT, [digest, len(data), data])
         return BlobRef(digest=digest, size=len(data))
+
+    def shares_log_with(self, log: object) -> bool:
+        """Whether ``log`` is an event log on this store's database (one WAL)."""
+        return isinstance(log, PostgresEventLog) and log.database is self.database
+
+    async def put_behind(self, blobs: Iterable[bytes]) -> None:
+        """All of ``blobs`` in one statement, committed without waiting for the WAL's
+        flush, which the append that follows waits for (see the module docstring)."""
+        unique = {blob_digest(data): data for data in blobs}
+        if not unique:
+            return
+        doing = f"write {len(unique)} blob(s)"
+        async with self.database.connection(doing) as conn:
+            await conn.execute(
+                _PUT_BEHIND,
+                [list(unique), [len(data) for data in unique.values()], list(unique.values())],
+            )
 
     async def get(self, digest: str) -> bytes:
         """The verified bytes of blob ``digest``."""

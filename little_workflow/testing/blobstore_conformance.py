@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable
 import pytest
 
 from little_workflow.errors import BlobNotFoundError, CorruptDataError, InvalidKeyError
-from little_workflow.storage import BlobStore
+from little_workflow.storage import BlobStore, LoggedBlobStore
 
 __all__ = ["BlobDamager", "BlobReopener", "BlobStoreConformance"]
 
@@ -167,3 +167,15 @@ class BlobStoreConformance:
         other = await reopen_blob_store()
         assert await other.get(ref.digest) == b"durable"
         assert [info.digest for info in await other.list()] == [ref.digest]
+
+    async def test_blobs_put_behind_read_as_put(self, blob_store: BlobStore) -> None:
+        # Only a store that shares a write-ahead log with an event log puts behind.
+        if not isinstance(blob_store, LoggedBlobStore):
+            pytest.skip("this backend does not put blobs behind an append")
+        blobs = [b"one", b"two" * 1000, b"one", bytes(range(256)) * 4]
+        await blob_store.put_behind(blobs)
+        await blob_store.put_behind([])
+        for data in blobs:
+            assert await blob_store.get(hashlib.sha256(data).hexdigest()) == data
+        listed = {info.digest: info.size for info in await blob_store.list()}
+        assert listed == {hashlib.sha256(data).hexdigest(): len(data) for data in blobs}
