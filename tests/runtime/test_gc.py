@@ -23,10 +23,10 @@ from little_workflow.runtime import Continue, Cycle, Done, GcReport, Runtime
 from little_workflow.runtime._cancel import CancelRequest, cancel_key
 from little_workflow.runtime._gc import PENDING_PREFIX
 from little_workflow.storage import payload_refs, referenced_digests
-from little_workflow.storage._checksum import event_checksum
 from little_workflow.storage._dirs import make_private_dirs
 from tests.runtime.flows import gc_funcs
 from tests.runtime.support import FLOWS
+from tests.storage.raw_sqlite import row_checksum
 
 FLOW = FLOWS / "gc_parent.yaml"
 NO_GRACE = timedelta(0)
@@ -56,7 +56,7 @@ def age(rt: Runtime, run_ids: list[str], days: float) -> None:
     """Move the runs' events ``days`` into the past (what waiting would do)."""
     with sqlite3.connect(rt.data_dir.database) as conn:
         # The rows' checksums cover their time: resealed, as if written back then.
-        conn.create_function("lw_checksum", 5, event_checksum, deterministic=True)
+        conn.create_function("lw_checksum", 5, row_checksum, deterministic=True)
         for run_id in run_ids:
             conn.execute(
                 "UPDATE events SET ts = ts - ?1, "

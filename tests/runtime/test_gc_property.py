@@ -35,10 +35,10 @@ from little_workflow.events import RecordedEvent, RunStarted, RunStatus, SubRunS
 from little_workflow.runtime import GcReport, RunResult, Runtime
 from little_workflow.runtime._gc import FINISHED
 from little_workflow.storage import RunInfo, payload_refs, referenced_digests
-from little_workflow.storage._checksum import event_checksum
 from tests.runtime.flows import gc_funcs
 from tests.runtime.support import FLOWS
 from tests.runtime.test_gc import at_gate, give_scratch
+from tests.storage.raw_sqlite import row_checksum
 
 FLOW = FLOWS / "gc_parent.yaml"
 STEPS = 14
@@ -144,7 +144,7 @@ async def op_age(world: World) -> None:
     top = roots(infos)
     with sqlite3.connect(world.rt.data_dir.database) as conn:
         # The rows' checksums cover their time: resealed, as if written back then.
-        conn.create_function("lw_checksum", 5, event_checksum, deterministic=True)
+        conn.create_function("lw_checksum", 5, row_checksum, deterministic=True)
         for run_id in infos:
             if top[run_id] == top[chosen]:
                 conn.execute(

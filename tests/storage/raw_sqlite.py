@@ -19,6 +19,11 @@ def event_text(data: str | bytes) -> str:
     return zlib.decompress(data).decode() if isinstance(data, bytes) else data
 
 
+def row_checksum(run_id: str, seq: int, type_name: str, ts: float, data: str | bytes) -> int:
+    """``event_checksum`` of a row as stored (for ``create_function``: a test reseals rows)."""
+    return event_checksum(run_id, seq, type_name, ts, event_text(data))
+
+
 def event_json(data: str | bytes) -> Any:
     """The event an ``events.data`` value holds, parsed."""
     return json.loads(event_text(data))
