@@ -36,7 +36,7 @@ from little_workflow.events import (
 )
 from little_workflow.harness.models import ModelRequest
 from little_workflow.runtime import DataDir
-from little_workflow.storage import open_event_log
+from little_workflow.storage import PayloadLog, open_store
 from little_workflow.testing.fake_models import FakeModelServer, RecordedRequest
 
 REPO = Path(__file__).resolve().parents[2]
@@ -124,11 +124,13 @@ def run_on_a_real_provider(
 
 
 async def _read(store: str, run_id: str) -> list[RecordedEvent]:
-    log = await open_event_log(store)
+    """The run's events with their payloads resolved (a model request over the inline
+    threshold is a conversation node in the blob store)."""
+    opened = await open_store(store)
     try:
-        return list(await log.read(run_id))
+        return list(await PayloadLog(opened.events, opened.blobs).read(run_id))
     finally:
-        await log.close()
+        await opened.close()
 
 
 def normalized(lines: Iterable[str]) -> Counter[str]:

@@ -116,6 +116,18 @@ def wait_for_file(path: Path, process: subprocess.Popen[str], limit: float = 30)
         time.sleep(0.01)
 
 
+def wait_for_line(path: Path, process: subprocess.Popen[str], limit: float = 30) -> str:
+    """The first whole line written to ``path``: the file appears before its writer's
+    ``write``, so its existence alone says nothing of what it holds."""
+    deadline = time.monotonic() + limit
+    wait_for_file(path, process, limit)
+    while not (text := path.read_text()).endswith("\n"):
+        if process.poll() is not None or time.monotonic() > deadline:
+            raise AssertionError(f"{path} holds no whole line within {limit} s: {text!r}")
+        time.sleep(0.01)
+    return text.splitlines()[0]
+
+
 def read_calls(calls: Path) -> list[tuple[str, str, int]]:
     """The ``(run id, step path, attempt)`` lines a counting step function wrote."""
     if not calls.exists():

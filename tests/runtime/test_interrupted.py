@@ -21,7 +21,15 @@ from little_workflow.durable import FileLock
 from little_workflow.events import RunStatus
 from little_workflow.runtime import Runtime
 from little_workflow.views import RunReader
-from tests.runtime.support import FLOWS, REPO, cli, cli_popen, read_calls, wait_for_file
+from tests.runtime.support import (
+    FLOWS,
+    REPO,
+    cli,
+    cli_popen,
+    read_calls,
+    wait_for_file,
+    wait_for_line,
+)
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -143,8 +151,7 @@ async def test_a_sub_run_is_interrupted_with_its_root_and_covered_by_its_roots_l
         data, "run", str(FLOWS / "cancel_parent.yaml"), "--run-id", "run_root", env=env(files)
     )
     try:
-        wait_for_file(files["entered"], process)
-        child = files["entered"].read_text().split()[0]
+        child = wait_for_line(files["entered"], process).split()[0]
         assert _statuses(data, "--sub-runs") == {"run_root": "running", child: "running"}
     finally:
         _kill(process)
