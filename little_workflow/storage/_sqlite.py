@@ -281,7 +281,7 @@ class SqliteEventLog:
                 )
             return list(range(last + 1, last + 1 + len(encoded)))
 
-        return await self.db.write(transaction, sync=sync)
+        return await self.db.write(transaction, sync=sync, group=run_id)
 
     async def read(
         self, run_id: str, *, after: int = 0, limit: int | None = None

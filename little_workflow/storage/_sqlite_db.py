@@ -18,6 +18,21 @@ How writes run, and why:
 Rejected: aiosqlite-style "every call in a thread" (the hop doubles the cost of a
 durable step), and a blocking busy handler on the loop's connection (one slow writer in
 another process would freeze every coroutine here for up to the busy timeout).
+Rejected for grouping: a fixed wait for more writers (it delays every commit, also a
+lone run's), and grouping whenever more than one run is open (a worker whose other runs
+wait on timers would pay the hop on every step for nothing).
+
+* **Grouped, in the worker thread, when several writers are ready at once.** A write
+  that names a ``group`` (the event log passes the run id) and follows a write of another
+  group, or any write made while a group is under way, is queued; one leader task takes
+  every write queued, runs them in one transaction in the worker thread, each inside a
+  ``SAVEPOINT`` of its own (one that raises is rolled back alone and its error goes to
+  its caller only), and commits them with one fsync. Each caller returns once that
+  commit has. While the thread commits, the loop runs the callers of the previous batch
+  on to their next write: with N runs driven at once a commit costs one fsync for up to
+  N appends. A write whose caller is cancelled before its batch is taken writes nothing.
+  One run alone always writes to the group it wrote to last, so it keeps the inline
+  path and pays nothing for this (no task, no thread hop).
 
 Durability: ``synchronous=FULL`` syncs the WAL at every commit. A write asked with
 ``sync=False`` commits with ``synchronous=NORMAL`` (no fsync); in WAL mode, the next
@@ -33,6 +48,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 import sqlite3
 import threading
@@ -40,7 +56,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar, cast
 
 from little_workflow.errors import (
     CorruptDataError,
@@ -55,6 +71,19 @@ from little_workflow.storage._url import StoreSpec
 __all__ = ["MIGRATIONS", "SqliteDatabase"]
 
 T = TypeVar("T")
+
+#: A write queued for the next group commit: its work, ``sync``, group and caller's future.
+_Request = tuple[Callable[[sqlite3.Connection], Any], bool, str | None, "asyncio.Future[Any]"]
+
+
+class _TransactionLost(Exception):
+    """A grouped write's error made SQLite roll back the whole transaction (I/O, full disk)."""
+
+    def __init__(self, index: int, error: BaseException) -> None:
+        super().__init__(str(error))
+        self.index = index
+        self.error = error
+
 
 #: Append-only: never edit or reorder an entry; add a new one.
 MIGRATIONS: tuple[tuple[str, ...], ...] = (
@@ -192,6 +221,12 @@ class SqliteDatabase:
         # reads go through the same thread, after them: a caller whose write was
         # cancelled mid-wait can still read what it committed.
         self._pending_writes = 0
+        self._waiting_synchronous: str | None = None
+        # Group commit (see the module docstring): the group of the last grouped write,
+        # the writes waiting for the next batch, and the task that commits them.
+        self._last_group: str | None = None
+        self._queue: list[_Request] = []
+        self._leader: asyncio.Task[None] | None = None
 
     # --- opening ----------------------------------------------------------------------
 
@@ -325,14 +360,28 @@ class SqliteDatabase:
 
     # --- running work -----------------------------------------------------------------
 
-    async def write(self, work: Callable[[sqlite3.Connection], T], *, sync: bool = True) -> T:
+    async def write(
+        self,
+        work: Callable[[sqlite3.Connection], T],
+        *,
+        sync: bool = True,
+        group: str | None = None,
+    ) -> T:
         """Run ``work`` inside ``BEGIN IMMEDIATE`` ... ``COMMIT``; return its result.
 
-        ``work`` must be synchronous and must not commit. If it raises, the transaction
-        is rolled back and the exception propagates. ``sync=False`` commits without
-        fsync (see the module docstring).
+        ``work`` must be synchronous and must not commit. If it raises, its writes are
+        rolled back and the exception propagates. ``sync=False`` commits without fsync
+        (see the module docstring). ``group`` names the writer (a run id): a write that
+        follows another group's may be committed together with other writers' (see
+        "Grouped" in the module docstring), never before it is durable.
         """
         conn = self._require()
+        if self._leader is not None:
+            return cast(T, await self._join(work, sync, group))
+        if group is not None and group != self._last_group:
+            last, self._last_group = self._last_group, group
+            if last is not None:
+                return cast(T, await self._join(work, sync, group))
         try:
             self._set_synchronous(conn, sync)
             conn.execute("BEGIN IMMEDIATE")
@@ -368,8 +417,116 @@ class SqliteDatabase:
             if self._conn_synchronous != wanted:
                 conn.execute(f"PRAGMA synchronous = {wanted}")
                 self._conn_synchronous = wanted
-        else:
+        elif self._waiting_synchronous != wanted:
             conn.execute(f"PRAGMA synchronous = {wanted}")
+            self._waiting_synchronous = wanted
+
+    def _join(
+        self, work: Callable[[sqlite3.Connection], Any], sync: bool, group: str | None
+    ) -> asyncio.Future[Any]:
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Any] = loop.create_future()
+        self._queue.append((work, sync, group, future))
+        # Counted until its batch has returned, so that reads wait for it (``read``).
+        self._pending_writes += 1
+        if self._leader is None:
+            self._leader = loop.create_task(self._lead(), name="little-workflow group commit")
+        return future
+
+    async def _lead(self) -> None:
+        """Commit what is queued, a batch per transaction, until nothing more comes."""
+        try:
+            while True:
+                queued, self._queue = self._queue, []
+                # A caller cancelled while queued gave up its write: nothing of it is run.
+                batch = [request for request in queued if not request[3].done()]
+                self._pending_writes -= len(queued) - len(batch)
+                if batch:
+                    await self._commit_batch(batch)
+                groups = {request[2] for request in batch}
+                groups.discard(None)
+                if len(groups) < 2 and not self._queue:
+                    # One writer alone: it goes back to the inline path (its next write
+                    # names the group it wrote last), the hop to the thread is not paid.
+                    if groups:
+                        self._last_group = groups.pop()
+                    return
+                # The callers just resolved run first (their wake-ups were scheduled
+                # before this one): those that write again at once join the next batch.
+                await asyncio.sleep(0)
+                if not self._queue:
+                    return
+        finally:
+            self._leader = None
+            for *_, future in self._queue:
+                future.cancel()
+            self._pending_writes -= len(self._queue)
+            self._queue = []
+
+    async def _commit_batch(self, batch: list[_Request]) -> None:
+        try:
+            outcomes = await self._submit(functools.partial(self._run_batch, batch))
+        except asyncio.CancelledError:
+            # The loop is going away; the thread finishes the batch on its own.
+            for *_, future in batch:
+                future.cancel()
+            raise
+        except Exception as error:
+            outcomes = [(False, error)] * len(batch)
+        finally:
+            self._pending_writes -= len(batch)
+        for (*_, future), (ok, value) in zip(batch, outcomes, strict=True):
+            if future.done():
+                continue
+            if ok:
+                future.set_result(value)
+            else:
+                future.set_exception(value)
+
+    def _run_batch(self, batch: list[_Request]) -> list[tuple[bool, Any]]:
+        """In the worker thread: ``batch`` in one transaction, each write in a savepoint."""
+        outcomes: dict[int, tuple[bool, Any]] = {}
+        pending = list(range(len(batch)))
+        while pending:
+            try:
+                results = self._run_write_blocking(
+                    functools.partial(self._grouped, batch=batch, pending=pending),
+                    busy_timeout_ms=int(self.busy_timeout * 1000),
+                    sync=any(batch[index][1] for index in pending),
+                )
+            except _TransactionLost as lost:
+                # The writes before it were rolled back with it: they go again, without it.
+                outcomes[lost.index] = (False, lost.error)
+                pending = [index for index in pending if index != lost.index]
+                continue
+            except Exception as error:
+                results = [(False, error)] * len(pending)
+            outcomes.update(zip(pending, results, strict=True))
+            break
+        return [outcomes[index] for index in range(len(batch))]
+
+    def _grouped(
+        self, conn: sqlite3.Connection, *, batch: list[_Request], pending: list[int]
+    ) -> list[tuple[bool, Any]]:
+        if len(pending) == 1:
+            # Alone in its transaction: the transaction is its savepoint.
+            return [(True, batch[pending[0]][0](conn))]
+        results: list[tuple[bool, Any]] = []
+        for index in pending:
+            conn.execute("SAVEPOINT lw_grouped")
+            try:
+                result = batch[index][0](conn)
+            except Exception as exc:
+                error = self._translate(exc, "write to") if isinstance(exc, sqlite3.Error) else exc
+                if not conn.in_transaction:
+                    raise _TransactionLost(index, error) from exc
+                conn.execute("ROLLBACK TO lw_grouped")
+                conn.execute("RELEASE lw_grouped")
+                results.append((False, error))
+            else:
+                conn.execute("RELEASE lw_grouped")
+                results.append((True, result))
+        return results
 
     def _write_waiting(self, work: Callable[[sqlite3.Connection], T], sync: bool) -> T:
         return self._run_write_blocking(
@@ -467,6 +624,9 @@ class SqliteDatabase:
 
     async def close(self) -> None:
         """Close both connections and the worker thread. Idempotent."""
+        if self._leader is not None:
+            # Writes already queued are committed before the connections close.
+            await asyncio.gather(self._leader, return_exceptions=True)
         executor, self._executor = self._executor, None
         if executor is not None:
             # Let a contended write in flight finish before its connection closes.

@@ -121,9 +121,9 @@ async def test_an_appends_blob_rows_ride_on_its_fsync(
         commits: list[bool] = []
         write = database.write
 
-        async def recorded(work: Any, *, sync: bool = True) -> Any:
+        async def recorded(work: Any, *, sync: bool = True, group: str | None = None) -> Any:
             commits.append(sync)
-            return await write(work, sync=sync)
+            return await write(work, sync=sync, group=group)
 
         monkeypatch.setattr(database, "write", recorded)
         log = PayloadLog(store.events, store.blobs)
