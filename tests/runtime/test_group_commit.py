@@ -24,9 +24,12 @@ import pytest
 
 from little_workflow.errors import PayloadTooLargeError
 from little_workflow.events import Event, RunStarted, StepAttemptStarted, StepCompleted
+from little_workflow.lwir import ExecuteStep, OutputStep, Workflow
+from little_workflow.runtime import Runtime
 from little_workflow.runtime._state import RunState, fold
 from little_workflow.runtime._writer import RunWriter
 from little_workflow.storage import EventLog, open_event_log
+from little_workflow.storage._sqlite import SqliteEventLog
 from tests.storage.raw_sqlite import event_json
 
 from .support import FLOWS, REPO, read_calls
@@ -236,3 +239,39 @@ async def test_write_behind_events_reach_the_log_without_a_durable_append(
     assert writer.state.last_seq == records[-1].seq
     writer.discard()
     await log.inner.close()
+
+
+async def _chain_step(index: int) -> int:
+    return index
+
+
+async def test_runs_driven_at_once_share_commits_across_runs(tmp_path: Path) -> None:
+    # Across runs the grouping is the SQLite database's (``storage/_sqlite_db.py``): each
+    # run's writer appends alone, and the appends of runs ready together share a commit.
+    steps = [ExecuteStep(id=f"s{i}", fn="t:chain", with_={"index": i}) for i in range(10)]
+    flow = Workflow(name="chain", steps=[*steps, OutputStep(id="out", value="${steps.s9.output}")])
+    async with Runtime(tmp_path / "data", functions={"t:chain": _chain_step}) as runtime:
+        log: object = runtime.events
+        while not isinstance(log, SqliteEventLog):
+            log = getattr(log, "inner")  # noqa: B009 - the wrappers have no common type
+        statements: list[str] = []
+        connections = [log.db._conn, log.db._waiting()]
+        for conn in connections:
+            assert conn is not None
+            conn.set_trace_callback(statements.append)
+        results = await asyncio.gather(
+            *(runtime.run(flow, None, run_id=f"run_{n}") for n in range(6))
+        )
+        for conn in connections:
+            assert conn is not None
+            conn.set_trace_callback(None)
+        assert [result.output for result in results] == [9] * 6
+        appends = 0
+        for n in range(6):
+            records = await runtime.events.read(f"run_{n}")
+            assert [r.seq for r in records] == list(range(1, len(records) + 1))
+            assert len([r for r in records if r.type == "StepCompleted"]) == 10
+            appends += 10
+    commits = [s for s in statements if s.strip().upper() == "COMMIT"]
+    # At least one durable append per step of every run; far fewer commits.
+    assert len(commits) < appends / 2
