@@ -32,7 +32,9 @@ wait on timers would pay the hop on every step for nothing).
   on to their next write: with N runs driven at once a commit costs one fsync for up to
   N appends. A write whose caller is cancelled before its batch is taken writes nothing.
   One run alone always writes to the group it wrote to last, so it keeps the inline
-  path and pays nothing for this (no task, no thread hop).
+  path and pays nothing for this (no task, no thread hop); nor does a store with
+  ``synchronous=NORMAL``, or a write asked with ``sync=False``, start a group: a commit
+  without fsync costs less than the hop.
 
 Durability: ``synchronous=FULL`` syncs the WAL at every commit. A write asked with
 ``sync=False`` commits with ``synchronous=NORMAL`` (no fsync); in WAL mode, the next
@@ -380,7 +382,9 @@ class SqliteDatabase:
             return cast(T, await self._join(work, sync, group))
         if group is not None and group != self._last_group:
             last, self._last_group = self._last_group, group
-            if last is not None:
+            # Only a commit that waits for an fsync is worth sharing: without one it
+            # costs less than the hop to the thread.
+            if last is not None and sync and self.synchronous == "FULL":
                 return cast(T, await self._join(work, sync, group))
         try:
             self._set_synchronous(conn, sync)

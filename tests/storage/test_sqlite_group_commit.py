@@ -87,6 +87,16 @@ async def test_concurrent_appends_of_many_runs_share_commits(tmp_path: Path) -> 
     await log.close()
 
 
+async def test_commits_without_fsync_are_not_grouped(tmp_path: Path) -> None:
+    spec = parse_store_url(f"sqlite:///{tmp_path}/db.sqlite?synchronous=NORMAL")
+    log = SqliteEventLog(await SqliteDatabase.open(spec), owns_database=True)
+    await log.append("run_x", [_step(0)])
+    with _commits(log.db) as commits:
+        await asyncio.gather(*(log.append(f"run_{n}", [_step(0)]) for n in range(6)))
+    assert len(commits) == 6
+    await log.close()
+
+
 async def test_sequential_appends_commit_one_by_one(tmp_path: Path) -> None:
     log = await _open(tmp_path)
     with _commits(log.db) as commits:
