@@ -20,11 +20,14 @@ A step therefore costs one commit, not two: the cost of its durability and littl
 **Group commit.** While map branches run side by side (``branches`` > 1), durable appends
 queue and one leader task commits everything queued in one transaction, with one fsync;
 each caller returns once the commit holding its events has returned, so the rule above
-holds per caller. A SQLite commit runs in the loop thread without yielding (see
-``storage/_sqlite_db.py``), so nothing can join a commit "in flight": the batch forms
-instead from the branches that reach their completion in the same turn of the loop (the
-leader is a task, so it first runs after all of them), and on an async backend
-(Postgres) also from those that arrive while a commit awaits the server. If a grouped
+holds per caller. A SQLite commit of one run alone runs in the loop thread without
+yielding (see ``storage/_sqlite_db.py``), so nothing can join a commit "in flight": the
+batch forms instead from the branches that reach their completion in the same turn of the
+loop (the leader is a task, so it first runs after all of them), and on an async backend
+(Postgres) also from those that arrive while a commit awaits the server. Across runs the
+grouping is the store's: on SQLite, appends of different runs ready at once share one
+transaction and one fsync ("Grouped" in ``storage/_sqlite_db.py``); on Postgres the
+server's own WAL flush already serves concurrent commits together. If a grouped
 commit fails, each request is committed alone, so an error (a payload over the limit)
 reaches its own caller only. A caller cancelled before its batch is taken writes
 nothing; one cancelled after may still commit, and its events are folded as any other.
