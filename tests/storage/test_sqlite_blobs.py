@@ -3,6 +3,7 @@ written before the blobs table (every blob a file) read, extended and swept as i
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import os
 from pathlib import Path
@@ -220,3 +221,36 @@ async def test_a_damaged_deflated_row_is_a_typed_error(tmp_path: Path, damage: A
             await store.blobs.get(ref.digest)
     finally:
         await store.close()
+
+
+async def test_grouped_appends_of_many_runs_keep_their_blob_rows(tmp_path: Path) -> None:
+    # Group commit across runs (``_sqlite_db.py``): each run's rows put behind still commit
+    # before its append, which a reopened store reads whole.
+    url = f"sqlite:///{tmp_path}/little-workflow.db"
+    store = await open_store(url)
+    try:
+        assert isinstance(store.blobs, SqliteBlobStore)
+        database = store.blobs.database
+        log = PayloadLog(store.events, store.blobs)
+        await log.append("run_first", [_called(0)])
+        statements: list[str] = []
+        connections = [database._conn, database._waiting()]
+        for conn in connections:
+            assert conn is not None
+            conn.set_trace_callback(statements.append)
+        seqs = await asyncio.gather(*(log.append(f"run_{n}", [_called(n)]) for n in range(8)))
+        for conn in connections:
+            assert conn is not None
+            conn.set_trace_callback(None)
+        assert seqs == [[1]] * 8
+        # Eight appends and eight rows put behind, in fewer commits than appends.
+        assert len([s for s in statements if s.strip().upper() == "COMMIT"]) < 8
+    finally:
+        await store.close()
+    reopened = await open_store(url)
+    try:
+        for n in range(8):
+            records = await PayloadLog(reopened.events, reopened.blobs).read(f"run_{n}")
+            assert [r.event for r in records] == [_called(n)]
+    finally:
+        await reopened.close()
