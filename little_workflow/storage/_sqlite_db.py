@@ -14,27 +14,31 @@ How writes run, and why:
   busy handler waits (up to ``busy_timeout``) without blocking the loop. The single
   thread keeps this process's contended writes in order. A write that waits longer than
   ``busy_timeout`` raises ``StorageBusyError``; ``database is locked`` never escapes.
-
-Rejected: aiosqlite-style "every call in a thread" (the hop doubles the cost of a
-durable step), and a blocking busy handler on the loop's connection (one slow writer in
-another process would freeze every coroutine here for up to the busy timeout).
-Rejected for grouping: a fixed wait for more writers (it delays every commit, also a
-lone run's), and grouping whenever more than one run is open (a worker whose other runs
-wait on timers would pay the hop on every step for nothing).
-
 * **Grouped, in the worker thread, when several writers are ready at once.** A write
   that names a ``group`` (the event log passes the run id) and follows a write of another
   group, or any write made while a group is under way, is queued; one leader task takes
   every write queued, runs them in one transaction in the worker thread, each inside a
   ``SAVEPOINT`` of its own (one that raises is rolled back alone and its error goes to
   its caller only), and commits them with one fsync. Each caller returns once that
-  commit has. While the thread commits, the loop runs the callers of the previous batch
-  on to their next write: with N runs driven at once a commit costs one fsync for up to
-  N appends. A write whose caller is cancelled before its batch is taken writes nothing.
-  One run alone always writes to the group it wrote to last, so it keeps the inline
-  path and pays nothing for this (no task, no thread hop); nor does a store with
-  ``synchronous=NORMAL``, or a write asked with ``sync=False``, start a group: a commit
-  without fsync costs less than the hop.
+  commit has. The callers a commit resolves run on to their next write before the
+  leader takes the next batch, so with N runs driven at once each commit (one fsync)
+  carries up to N appends. A write whose caller is cancelled before its batch is taken
+  writes nothing. One run alone always writes to the group it wrote to last, so it
+  keeps the inline path and pays nothing for this (no task, no thread hop); nor does a
+  store with ``synchronous=NORMAL``, or a write asked with ``sync=False``, start a
+  group: a commit without fsync costs less than the hop.
+
+Rejected: aiosqlite-style "every call in a thread" (the hop doubles the cost of a
+durable step), and a blocking busy handler on the loop's connection (one slow writer in
+another process would freeze every coroutine here for up to the busy timeout).
+Rejected for grouping (measured in docs/performance.md, "Group commit across runs"): a
+fixed wait for more writers (it delays every commit, a lone run's too); grouping whenever
+more than one run is open (a worker whose other runs wait on timers would pay the hop on
+every step for nothing); pipelining, a batch sent to the thread while the loop still
+computes the callers of the last (the thread cannot start before the loop lets go of the
+GIL, so the batch waits for the loop anyway); and committing without fsync in the loop,
+then syncing the WAL file from a thread (other connections would read events that a
+power loss can take back).
 
 Durability: ``synchronous=FULL`` syncs the WAL at every commit. A write asked with
 ``sync=False`` commits with ``synchronous=NORMAL`` (no fsync); in WAL mode, the next
