@@ -21,9 +21,10 @@ from pathlib import Path
 
 import pytest
 
-from little_workflow.errors import ConflictError, StorageError
+from little_workflow.errors import ConflictError, LeaseLostError, StorageError
 from little_workflow.events import StepCompleted
 from little_workflow.storage import open_event_log, parse_store_url
+from little_workflow.storage._fence import Fence, fenced
 from little_workflow.storage._sqlite import SqliteEventLog
 from little_workflow.storage._sqlite_db import SqliteDatabase
 
@@ -129,6 +130,26 @@ async def test_a_conflict_in_a_group_fails_that_append_alone(tmp_path: Path) -> 
     assert [seq for seq, _ in _on_disk(tmp_path, "run_a")] == [1, 2, 3]
     assert [seq for seq, _ in _on_disk(tmp_path, "run_b")] == [1]
     assert [seq for seq, _ in _on_disk(tmp_path, "run_c")] == [1, 2]
+    await log.close()
+
+
+async def test_a_lost_lease_in_a_group_fails_that_append_alone(tmp_path: Path) -> None:
+    log = await _open(tmp_path)
+    await log.append("run_x", [_step(0)])
+    with _commits(log.db) as commits:
+        first = asyncio.create_task(log.append("run_a", [_step(0)]))
+        # A lease this process believes it holds, which the queue does not know.
+        with fenced(Fence("run_f", 5)):
+            stale = asyncio.create_task(log.append("run_f", [_step(0)]))
+        last = asyncio.create_task(log.append("run_c", [_step(0)]))
+        results = await asyncio.gather(first, stale, last, return_exceptions=True)
+    assert len(commits) == 1
+    assert results[0] == [1]
+    assert isinstance(results[1], LeaseLostError)
+    assert results[2] == [1]
+    assert _on_disk(tmp_path, "run_f") == []
+    assert [seq for seq, _ in _on_disk(tmp_path, "run_a")] == [1]
+    assert [seq for seq, _ in _on_disk(tmp_path, "run_c")] == [1]
     await log.close()
 
 
