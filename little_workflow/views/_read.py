@@ -347,6 +347,15 @@ def _summary(
     )
 
 
+def _reported(
+    info: RunInfo, interrupted: Mapping[str, str], waits: Mapping[str, object]
+) -> str | None:
+    """A running run's reported status, as ``summaries`` filters it."""
+    if info.run_id in interrupted:
+        return INTERRUPTED
+    return WAITING if info.run_id in waits else "running"
+
+
 def _steps_done(state: RunState) -> int:
     return sum(1 for record in state.steps.values() if record.status == "completed")
 
@@ -568,49 +577,53 @@ class RunReader:
         workflow: str | None = None,
         parent_run_id: str | None = None,
         sub_runs: bool = False,
+        before: tuple[float, str] | None = None,
         limit: int = 50,
     ) -> list[RunSummary]:
         """Runs matching the filters, most recent first; sub-runs only if ``sub_runs``
         (or when ``parent_run_id`` names their parent).
 
         ``status`` is the reported one: ``running`` leaves out the interrupted and
-        waiting runs, ``interrupted`` or ``waiting`` keeps only those.
+        waiting runs, ``interrupted`` or ``waiting`` keeps only those. ``before`` is the
+        ``(created_at, run_id)`` of the last run of the previous page
+        (``EventLog.list_runs``).
         """
         logged = (
             None
             if status is None
             else RunStatus("running" if status in (INTERRUPTED, WAITING) else status)
         )
-        found = await self.log.list_runs(
-            status=logged,
-            workflow=workflow,
-            parent_run_id=parent_run_id,
-        )
-        wanted = [
-            info
-            for info in found
-            if sub_runs or parent_run_id is not None or info.parent_run_id is None
-        ]
-        if logged is RunStatus.RUNNING:
-            # Which ones are running is known only once each was looked at.
-            interrupted = await self.interruptions(wanted)
-            waits = await self.waits(wanted)
-            wanted = [
-                info
-                for info in wanted
-                if (
-                    INTERRUPTED
-                    if info.run_id in interrupted
-                    else WAITING
-                    if info.run_id in waits
-                    else "running"
-                )
-                == status
-            ][:limit]
-        else:
-            wanted = wanted[:limit]
-            interrupted = await self.interruptions(wanted)
-            waits = await self.waits(wanted)
+
+        async def page(after: tuple[float, str] | None, size: int) -> list[RunInfo]:
+            return await self.log.list_runs(
+                status=logged,
+                workflow=workflow,
+                parent_run_id=parent_run_id,
+                top_level=not sub_runs and parent_run_id is None,
+                before=after,
+                limit=size,
+            )
+
+        wanted: list[RunInfo] = []
+        interrupted: dict[str, str] = {}
+        waits: dict[str, Mapping[str, JsonValue]] = {}
+        if logged is not RunStatus.RUNNING:
+            # The page is the log's page: the store reads ``limit`` rows, whatever its size.
+            wanted = await page(before, limit)
+            interrupted.update(await self.interruptions(wanted))
+            waits.update(await self.waits(wanted))
+        # Which running runs are interrupted or waiting is known only once each was looked
+        # at: a batch of the log at a time, until the page is full or the log ends.
+        batch = max(limit, 100)
+        while logged is RunStatus.RUNNING and len(wanted) < limit:
+            found = await page(before, batch)
+            interrupted.update(await self.interruptions(found))
+            waits.update(await self.waits(found))
+            wanted += [info for info in found if _reported(info, interrupted, waits) == status]
+            if len(found) < batch:
+                break
+            before = (found[-1].created_at, found[-1].run_id)
+        wanted = wanted[:limit]
         return [
             await self._summarize(info, interrupted.get(info.run_id), waits.get(info.run_id))
             for info in wanted
