@@ -16,6 +16,7 @@ thousands of events each costs proportionally more, once.
 
 from __future__ import annotations
 
+import re
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -44,6 +45,9 @@ __all__ = [
     "step_rows",
     "step_tree",
 ]
+
+#: Events read (and decoded) at once while a run is folded.
+FOLD_PAGE: Final = 1000
 
 #: The statuses a run never leaves.
 TERMINAL = frozenset({RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED})
@@ -151,11 +155,30 @@ def step_rows(state: RunState) -> list[StepRow]:
     ]
 
 
+#: A segment of a path whose brackets do not nest: a name (after a dot, or first) or a key.
+_SEGMENT = re.compile(r"\.?[^.\[\]]+|\[[^\[\]]*\][^.\[\]]*")
+
+
 def segments(path: str) -> list[str]:
     """``a.b[x].c`` as ``["a", ".b", "[x]", ".c"]``: joined, each prefix is a path.
 
     A decision loop's ``.visit[n]`` is one segment, not two.
     """
+    # One regular expression for the common path (a map of 100,000 branches is that many
+    # paths); a path it does not cover whole (nested brackets) goes the long way.
+    found = _SEGMENT.findall(path)
+    parts = found if "".join(found) == path else _walked(path)
+    merged: list[str] = []
+    for part in parts:
+        if merged and merged[-1] == ".visit" and part.startswith("["):
+            merged[-1] += part
+        else:
+            merged.append(part)
+    return merged
+
+
+def _walked(path: str) -> list[str]:
+    """``segments`` before the ``.visit`` merge, a character at a time (nesting counted)."""
     parts: list[str] = []
     current = ""
     depth = 0
@@ -172,13 +195,7 @@ def segments(path: str) -> list[str]:
         current += char
     if current:
         parts.append(current)
-    merged: list[str] = []
-    for part in parts:
-        if merged and merged[-1] == ".visit" and part.startswith("["):
-            merged[-1] += part
-        else:
-            merged.append(part)
-    return merged
+    return parts
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -403,10 +420,21 @@ class RunView:
     def to_json(self) -> dict[str, Any]:
         """The view as one JSON object: ``run``, ``steps``, ``tree``, ``sessions``,
         ``subRuns``, ``usage``."""
+        steps = [row.to_json() for row in self.steps]
+        # Each row's JSON made once, for the list and for its node of the tree.
+        by_path = {row.path: json for row, json in zip(self.steps, steps, strict=True)}
         return {
             "run": {**self.summary.to_json(), **self.run},
-            "steps": [row.to_json() for row in self.steps],
-            "tree": [node.to_json() for node in step_tree(self.steps)],
+            "steps": steps,
+            "tree": [
+                {
+                    "path": node.path,
+                    "label": node.label,
+                    "depth": node.depth,
+                    "step": None if node.step is None else by_path[node.step.path],
+                }
+                for node in step_tree(self.steps)
+            ],
             "sessions": self.sessions,
             "subRuns": [sub.to_json() for sub in self.sub_runs],
             "usage": self.usage.to_json(),
@@ -507,13 +535,19 @@ class RunReader:
         if usage is None or usage.last_seq != state.last_seq:
             state, usage = RunState(run_id=run_id), UsageFold(run_id)
         read = self.log.read if self._payloads is None else self._payloads.read_stored
-        for record in await read(run_id, after=state.last_seq):
-            apply(state, record)
-            usage.add(
-                await self._with_response(record)
-                if isinstance(record.event, HarnessModelResponded)
-                else record
-            )
+        while True:
+            # A page at a time: what is held is the folded state (a record per step) and
+            # one page of events, not every event of a long run at once.
+            page = await read(run_id, after=state.last_seq, limit=FOLD_PAGE)
+            for record in page:
+                apply(state, record)
+                usage.add(
+                    await self._with_response(record)
+                    if isinstance(record.event, HarnessModelResponded)
+                    else record
+                )
+            if len(page) < FOLD_PAGE:
+                break
         if state.last_seq == 0:
             raise CorruptDataError(f"run {run_id!r} has no events")
         self._states[run_id] = state
@@ -678,7 +712,12 @@ async def _resolved(
 ) -> tuple[dict[str, Any], list[StepRow], list[dict[str, Any]]]:
     """A view's payloads as values: the only place a run's page reads blobs."""
     run = {**run, "input": await resolve(run["input"]), "output": await resolve(run["output"])}
-    steps = [replace(row, output=await resolve(row.output)) for row in steps]
+    resolved_steps = []
+    for row in steps:
+        output = await resolve(row.output)
+        # A new row only for an output that was a reference: most are values already.
+        resolved_steps.append(row if output is row.output else replace(row, output=output))
+    steps = resolved_steps
     resolved_sessions = []
     for session in sessions:
         calls = []
