@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any, Final, Literal, TypeAlias, cast
 
 from little_workflow.codec import JsonValue
@@ -223,34 +223,30 @@ class TreeNode:
         }
 
 
-@dataclass(slots=True)
-class _Branch:
-    path: str
-    label: str
-    step: StepRow | None = None
-    children: list[_Branch] = field(default_factory=list)
-
-
 def step_tree(rows: list[StepRow]) -> list[TreeNode]:
     """The rows as a tree: each path under its prefixes, children in the order they began."""
-    root = _Branch("", "")
-    nodes = {"": root}
+    # Plain dicts keyed by path and a loop, not a node object per prefix and a recursive
+    # walk: a map of 50,000 branches is 100,000 nodes (and a deep tree no recursion limit).
+    children: dict[str, list[str]] = {"": []}
+    placed: dict[str, tuple[str, int]] = {}  # path -> label, depth
+    steps: dict[str, StepRow] = {}
     for row in rows:
-        parts = segments(row.path)
-        for depth in range(1, len(parts) + 1):
-            prefix = "".join(parts[:depth])
-            if prefix not in nodes:
-                node = nodes[prefix] = _Branch(prefix, parts[depth - 1].lstrip("."))
-                nodes["".join(parts[: depth - 1])].children.append(node)
-        nodes[row.path].step = row
+        parent = prefix = ""
+        for depth, part in enumerate(segments(row.path)):
+            prefix += part
+            if prefix not in placed:
+                placed[prefix] = (part.lstrip("."), depth)
+                children[parent].append(prefix)
+                children[prefix] = []
+            parent = prefix
+        steps[row.path] = row
     flat: list[TreeNode] = []
-
-    def walk(branch: _Branch, depth: int) -> None:
-        for child in branch.children:
-            flat.append(TreeNode(path=child.path, label=child.label, depth=depth, step=child.step))
-            walk(child, depth + 1)
-
-    walk(root, 0)
+    pending = children[""][::-1]
+    while pending:
+        path = pending.pop()
+        label, depth = placed[path]
+        flat.append(TreeNode(path=path, label=label, depth=depth, step=steps.get(path)))
+        pending += children[path][::-1]
     return flat
 
 

@@ -78,3 +78,23 @@ def test_a_terminal_gets_colours_and_no_control_characters() -> None:
     assert "\x07" not in text
     assert "\x1b[2J" not in text
     assert "\x1b]0" not in text
+
+
+def test_step_tree_puts_each_path_under_its_prefixes_in_the_order_they_began() -> None:
+    # Branches interleave in the log (a map runs them at once): each stays one subtree.
+    rows = [_row(p) for p in ("fetch", "m[a].s", "m[b].s", "m[a].t", "j.visit[0].w", "m[b].t")]
+    shown = [(node.depth, node.label, node.step is not None) for node in step_tree(rows)]
+    assert shown == [
+        (0, "fetch", True),
+        (0, "m", False),
+        (1, "[a]", False),
+        (2, "s", True),
+        (2, "t", True),
+        (1, "[b]", False),
+        (2, "s", True),
+        (2, "t", True),
+        (0, "j", False),
+        (1, "visit[0]", False),
+        (2, "w", True),
+    ]
+    assert [node.path for node in step_tree(rows)][:4] == ["fetch", "m", "m[a]", "m[a].s"]
