@@ -36,6 +36,10 @@ RUN_STATUSES = ("running", "completed", "failed", "cancelled")
 REPORTED_STATUSES = (*RUN_STATUSES, "interrupted", "waiting")
 
 
+#: Events ``events`` reads (and decodes) at once.
+_EVENTS_PAGE = 1000
+
+
 def _when(ts: float) -> str:
     return datetime.datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M:%S")
 
@@ -300,11 +304,15 @@ def events(
                     raise ConfigError(
                         f"there is no run {run_id!r} in this store", code="run_not_found"
                     )
-                records = await log.read(run_id, after=position)
+                # A page at a time, printed as it comes: a run of 100,000 events is never
+                # held whole.
+                records = await log.read(run_id, after=position, limit=_EVENTS_PAGE)
                 for record in records:
                     position = record.seq
                     if not types or record.type in types:
                         _print_event(record, as_json)
+                if len(records) == _EVENTS_PAGE:
+                    continue
                 if not follow or info.status in TERMINAL:
                     return
                 # Nobody will append to a run whose process died: say so and stop, about
@@ -379,39 +387,11 @@ def show(options: Options, *, run_id: str, as_json: bool, prices: Path | None) -
             }
         )
         return
-    from rich.markup import escape
-    from rich.tree import Tree
+    from little_workflow.cli._tree import print_tree
 
-    state = summary.reported_status or "-"
-    tree = Tree(f"[bold]{escape(run_id)}[/]  {escape(summary.workflow or '-')}  {state}")
-    # Depth-first order: the latest node at each depth is the parent of the next deeper one.
-    parents = [tree]
-    colours = {"completed": "green", "failed": "red", "running": "yellow"}
-    for node in step_tree(view.steps):
-        del parents[node.depth + 1 :]
-        label = escape(node.label)
-        row = node.step
-        if row is not None:
-            took = (
-                f"{(row.ended_at - row.started_at) * 1000:.0f} ms"
-                if row.ended_at is not None and row.started_at is not None
-                else "..."
-            )
-            route = f" -> {row.route}" if row.route else ""
-            if row.sub_run_id:
-                route += f"  sub-run {row.sub_run_id}"
-            colour = colours.get(row.status, "white")
-            label = (
-                f"{label}  [dim]{row.kind}[/]  [{colour}]{row.status}[/]{escape(route)}  "
-                f"attempts {row.attempts}  {took}"
-            )
-            if row.status == "failed" and row.error:
-                # The cause and message as the log records them (whole: on a terminal
-                # the tree folds it; `show --json` has it too, as "error").
-                label += f"\n[red]error:[/] {escape(row.error)}"
-        parents.append(parents[node.depth].add(label))
     console = stdout_console()
-    console.print(tree)
+    title = (run_id, summary.workflow or "-", summary.reported_status or "-")
+    print_tree(console, title, step_tree(view.steps))
     if summary.waiting is not None:
         console.print(waiting_line(options, run_id, summary.waiting), markup=False)
     elif summary.interrupted:

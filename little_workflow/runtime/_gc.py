@@ -290,6 +290,10 @@ class _Collection:
     async def exclude(self, index: _Index, roots: list[str]) -> None:
         """Take out of ``roots`` every family something still needs (module docstring)."""
         self.doomed = {root: index.families[root] for root in roots}
+        if not self.doomed:
+            # Nothing to spare: each check below reads every run's log (a million runs,
+            # minutes), only to find which doomed family another run needs.
+            return
         events = self.runtime.events.inner
         for run_id in index.runs:
             first = await events.read(run_id, limit=1)
@@ -520,14 +524,16 @@ class _Collection:
         """Mark the blobs the remaining runs reach; sweep the rest, and artifact objects."""
         runtime = self.runtime
         doomed = set(self.deleted) if self.dry_run else set()
+        stored = await runtime.blobs.list()
         refs: list[PayloadRef] = []
-        for info in await runtime.events.list_runs():
+        # Without a blob there is nothing to mark: the marking reads every event stored.
+        for info in await runtime.events.list_runs() if stored else []:
             if info.run_id in doomed:
                 continue
             async for event in _stored_events(runtime, info.run_id):
                 refs.extend(payload_refs(event))
-        marked = await referenced_digests(refs, runtime.blobs)
-        unmarked = [info for info in await runtime.blobs.list() if info.digest not in marked]
+        marked = await referenced_digests(refs, runtime.blobs) if stored else set()
+        unmarked = [info for info in stored if info.digest not in marked]
         if self.dry_run:
             cutoff = time.time() - self.grace
             old = [info for info in unmarked if info.created_at <= cutoff]

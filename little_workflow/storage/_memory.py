@@ -185,16 +185,21 @@ class MemoryEventLog:
         status: RunStatus | None = None,
         workflow: str | None = None,
         parent_run_id: str | None = None,
+        top_level: bool = False,
+        before: tuple[float, str] | None = None,
         limit: int | None = None,
     ) -> list[RunInfo]:
-        """Matching runs, newest first."""
+        """Matching runs, newest first; see ``EventLog.list_runs``."""
         rows = [
             self._info(run_id, run)
             for run_id, run in self._runs.items()
             if (status is None or run.status == status)
             and (workflow is None or run.workflow == workflow)
             and (parent_run_id is None or run.parent_run_id == parent_run_id)
+            and not (top_level and run.parent_run_id is not None)
         ]
+        if before is not None:
+            rows = [row for row in rows if (row.created_at, row.run_id) < before]
         rows.sort(key=lambda row: (row.created_at, row.run_id), reverse=True)
         return rows if limit is None else rows[:limit]
 

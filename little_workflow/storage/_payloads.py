@@ -732,11 +732,18 @@ class PayloadLog:
         status: RunStatus | None = None,
         workflow: str | None = None,
         parent_run_id: str | None = None,
+        top_level: bool = False,
+        before: tuple[float, str] | None = None,
         limit: int | None = None,
     ) -> builtins.list[RunInfo]:
         """See ``EventLog.list_runs``."""
         return await self.inner.list_runs(
-            status=status, workflow=workflow, parent_run_id=parent_run_id, limit=limit
+            status=status,
+            workflow=workflow,
+            parent_run_id=parent_run_id,
+            top_level=top_level,
+            before=before,
+            limit=limit,
         )
 
     async def delete_runs(self, run_ids: Iterable[str]) -> int:

@@ -303,6 +303,8 @@ class PostgresEventLog(_Backend):
         status: RunStatus | None = None,
         workflow: str | None = None,
         parent_run_id: str | None = None,
+        top_level: bool = False,
+        before: tuple[float, str] | None = None,
         limit: int | None = None,
     ) -> list[RunInfo]:
         """Runs matching every given filter, newest first (ties: run id, descending)."""
@@ -318,6 +320,14 @@ class PostgresEventLog(_Backend):
             if value is not None:
                 clauses.append(sql.SQL("{} = %s").format(sql.Identifier(column)))
                 params.append(value)
+        if top_level:
+            # The partial index runs_top_created_idx (migration 7) has this very WHERE.
+            clauses.append(sql.SQL("parent_run_id IS NULL"))
+        if before is not None:
+            # A row comparison: the planner makes it a range of the (created_at DESC,
+            # run_id DESC) indexes, so a deep page costs what the first one does.
+            clauses.append(sql.SQL("(created_at, run_id) < (%s, %s)"))
+            params.extend((float(before[0]), str(before[1])))
         where = sql.SQL(" WHERE ") + sql.SQL(" AND ").join(clauses) if clauses else sql.SQL("")
         query = sql.SQL("{}{} ORDER BY created_at DESC, run_id DESC LIMIT %s").format(
             sql.SQL(_RUN_COLUMNS), where

@@ -299,6 +299,12 @@ MIGRATIONS: Final[Sequence[LiteralString]] = (
     END
     $$;
     """,
+    # 7: the default runs list (top-level runs, newest first) read in index order: the
+    # other filters have had their index since migration 1.
+    """
+    CREATE INDEX runs_top_created_idx ON runs (created_at DESC, run_id DESC)
+        WHERE parent_run_id IS NULL;
+    """,
 )
 
 DEFAULT_MAX_CONNECTIONS: Final = 8

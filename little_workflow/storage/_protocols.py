@@ -170,9 +170,18 @@ class EventLog(Protocol):
         status: RunStatus | None = None,
         workflow: str | None = None,
         parent_run_id: str | None = None,
+        top_level: bool = False,
+        before: tuple[float, str] | None = None,
         limit: int | None = None,
     ) -> list[RunInfo]:
-        """Runs matching every given filter, most recently created first."""
+        """Runs matching every given filter, most recently created first (ties: run id,
+        descending).
+
+        ``top_level`` keeps only the runs without a parent run. ``before`` is a run's
+        ``(created_at, run_id)``: only the runs after it in this order are listed, so the
+        last row of a page is where the next page starts (keyset paging: each page costs
+        the same, however deep; a run created meanwhile is never listed twice).
+        """
         ...
 
     async def delete_runs(self, run_ids: Iterable[str]) -> int:

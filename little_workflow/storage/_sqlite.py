@@ -323,11 +323,21 @@ class SqliteEventLog:
         status: RunStatus | None = None,
         workflow: str | None = None,
         parent_run_id: str | None = None,
+        top_level: bool = False,
+        before: tuple[float, str] | None = None,
         limit: int | None = None,
     ) -> list[RunInfo]:
-        """Matching runs, newest first."""
+        """Matching runs, newest first; see ``EventLog.list_runs``."""
+        # Each filter has an index that ends in (created_at, run_id) (migration 8), so a
+        # page reads its rows in order and stops: no sort, however many runs match.
         clauses: list[str] = []
         params: list[object] = []
+        if top_level:
+            # Spelled as the partial index's WHERE, or SQLite does not use it.
+            clauses.append("r.parent_run_id IS NULL")
+        if before is not None:
+            clauses.append("(r.created_at, r.run_id) < (?, ?)")
+            params.extend((float(before[0]), str(before[1])))
         for column, value in (
             ("status", None if status is None else RunStatus(status).value),
             ("workflow", workflow),

@@ -195,6 +195,21 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     # version is what makes an older little-workflow refuse the store rather than read
     # deflated rows as damaged ones.
     ("SELECT 1",),
+    # 8: the runs list at any size (docs/performance.md, "A data directory with many
+    # runs"). Each filter of ``list_runs`` gets an index ending in (created_at, run_id),
+    # the list's order, so a page is read in order and stops after its rows: at 100,000
+    # runs the unfiltered top-level list scanned ``runs_by_created`` skipping sub-runs,
+    # and a status or workflow filter read every run of the store to keep a few. The
+    # partial index serves the default list (top-level runs). The parent index gains
+    # the order too: a map of sub-runs may give one parent thousands of children.
+    (
+        "CREATE INDEX runs_top_by_created ON runs (created_at, run_id) WHERE parent_run_id IS NULL",
+        "CREATE INDEX runs_by_status ON runs (status, created_at, run_id)",
+        "CREATE INDEX runs_by_workflow ON runs (workflow, created_at, run_id)",
+        "CREATE INDEX runs_by_parent_created ON runs (parent_run_id, created_at, run_id) "
+        "WHERE parent_run_id IS NOT NULL",
+        "DROP INDEX runs_by_parent",
+    ),
 )
 
 

@@ -259,6 +259,40 @@ class EventLogConformance:
         assert [row.run_id for row in rows] == [f"run_{i}" for i in range(4, -1, -1)]
         assert [row.run_id for row in await event_log.list_runs(limit=2)] == ["run_4", "run_3"]
 
+    async def test_list_runs_pages_by_keyset(self, event_log: EventLog) -> None:
+        # Runs made within a clock tick share created_at: the run id breaks the tie, so
+        # a page boundary inside such a group neither skips nor repeats a run.
+        for index in range(40):
+            parent = None if index % 4 else f"run_{index - 4:02d}" if index >= 4 else None
+            status = [] if index % 3 else [RunCompleted(output=index)]
+            await event_log.append(f"run_{index:02d}", [_started(parent=parent), *status])
+        everything = await event_log.list_runs()
+        order = [(row.created_at, row.run_id) for row in everything]
+        assert order == sorted(order, reverse=True)
+
+        async def pages(**filters: Any) -> list[str]:
+            seen: list[str] = []
+            before: tuple[float, str] | None = None
+            while True:
+                page = await event_log.list_runs(**filters, before=before, limit=7)
+                seen += [row.run_id for row in page]
+                if len(page) < 7:
+                    return seen
+                before = (page[-1].created_at, page[-1].run_id)
+
+        assert await pages() == [row.run_id for row in everything]
+        top = [row.run_id for row in everything if row.parent_run_id is None]
+        assert len(top) == 31
+        assert await pages(top_level=True) == top
+        done = [row.run_id for row in everything if row.status is RunStatus.COMPLETED]
+        assert await pages(status=RunStatus.COMPLETED) == done
+        assert await pages(status=RunStatus.COMPLETED, top_level=True) == [
+            run_id for run_id in done if run_id in top
+        ]
+        assert await event_log.list_runs(top_level=True, parent_run_id="run_00") == []
+        last = everything[-1]
+        assert await event_log.list_runs(before=(last.created_at, last.run_id)) == []
+
     async def test_a_big_batch(self, event_log: EventLog) -> None:
         seqs = await event_log.append("run_big", [_step(i) for i in range(2000)])
         assert seqs == list(range(1, 2001))

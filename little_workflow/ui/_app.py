@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import math
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
@@ -122,6 +123,20 @@ def _int(request: Request, name: str, default: int, low: int, high: int) -> int:
     return int(text)
 
 
+def _cursor(text: str | None) -> tuple[float, str] | None:
+    """``?before=``: a ``next`` of the runs list, ``<createdAt>:<runId>``."""
+    if text is None:
+        return None
+    created, _, run_id = text.partition(":")
+    try:
+        created_at = float(created)
+    except ValueError:
+        created_at = math.nan
+    if not math.isfinite(created_at) or not run_id:
+        raise HTTPException(400, "before must be a runs list's next: <createdAt>:<runId>")
+    return created_at, validate_id(run_id, what="run id")
+
+
 def _flag(request: Request, name: str) -> bool:
     return request.query_params.get(name, "") in ("1", "true", "yes", "on")
 
@@ -143,14 +158,23 @@ class _Api:
         except ValueError:
             raise HTTPException(400, f"unknown status {status!r}") from None
         parent = request.query_params.get("parent") or None
+        limit = _int(request, "limit", 50, 1, 1000)
         found = await self.backend.reader.summaries(
             status=wanted,
             workflow=request.query_params.get("workflow") or None,
             parent_run_id=None if parent is None else validate_id(parent, what="run id"),
             sub_runs=_flag(request, "subRuns"),
-            limit=_int(request, "limit", 50, 1, 1000),
+            before=_cursor(request.query_params.get("before") or None),
+            limit=limit,
         )
-        return JSONResponse({"runs": [summary.to_json() for summary in found]})
+        last = found[-1] if len(found) == limit else None
+        return JSONResponse(
+            {
+                "runs": [summary.to_json() for summary in found],
+                # Where the next page starts (?before=), or null after the last page.
+                "next": None if last is None else f"{last.created_at!r}:{last.run_id}",
+            }
+        )
 
     async def run_payload(self, run_id: str) -> dict[str, Any] | None:
         view = await self.backend.reader.view(run_id)

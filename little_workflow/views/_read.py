@@ -16,9 +16,10 @@ thousands of events each costs proportionally more, once.
 
 from __future__ import annotations
 
+import re
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any, Final, Literal, TypeAlias, cast
 
 from little_workflow.codec import JsonValue
@@ -44,6 +45,9 @@ __all__ = [
     "step_rows",
     "step_tree",
 ]
+
+#: Events read (and decoded) at once while a run is folded.
+FOLD_PAGE: Final = 1000
 
 #: The statuses a run never leaves.
 TERMINAL = frozenset({RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED})
@@ -151,11 +155,30 @@ def step_rows(state: RunState) -> list[StepRow]:
     ]
 
 
+#: A segment of a path whose brackets do not nest: a name (after a dot, or first) or a key.
+_SEGMENT = re.compile(r"\.?[^.\[\]]+|\[[^\[\]]*\][^.\[\]]*")
+
+
 def segments(path: str) -> list[str]:
     """``a.b[x].c`` as ``["a", ".b", "[x]", ".c"]``: joined, each prefix is a path.
 
     A decision loop's ``.visit[n]`` is one segment, not two.
     """
+    # One regular expression for the common path (a map of 100,000 branches is that many
+    # paths); a path it does not cover whole (nested brackets) goes the long way.
+    found = _SEGMENT.findall(path)
+    parts = found if "".join(found) == path else _walked(path)
+    merged: list[str] = []
+    for part in parts:
+        if merged and merged[-1] == ".visit" and part.startswith("["):
+            merged[-1] += part
+        else:
+            merged.append(part)
+    return merged
+
+
+def _walked(path: str) -> list[str]:
+    """``segments`` before the ``.visit`` merge, a character at a time (nesting counted)."""
     parts: list[str] = []
     current = ""
     depth = 0
@@ -172,13 +195,7 @@ def segments(path: str) -> list[str]:
         current += char
     if current:
         parts.append(current)
-    merged: list[str] = []
-    for part in parts:
-        if merged and merged[-1] == ".visit" and part.startswith("["):
-            merged[-1] += part
-        else:
-            merged.append(part)
-    return merged
+    return parts
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -206,34 +223,30 @@ class TreeNode:
         }
 
 
-@dataclass(slots=True)
-class _Branch:
-    path: str
-    label: str
-    step: StepRow | None = None
-    children: list[_Branch] = field(default_factory=list)
-
-
 def step_tree(rows: list[StepRow]) -> list[TreeNode]:
     """The rows as a tree: each path under its prefixes, children in the order they began."""
-    root = _Branch("", "")
-    nodes = {"": root}
+    # Plain dicts keyed by path and a loop, not a node object per prefix and a recursive
+    # walk: a map of 50,000 branches is 100,000 nodes (and a deep tree no recursion limit).
+    children: dict[str, list[str]] = {"": []}
+    placed: dict[str, tuple[str, int]] = {}  # path -> label, depth
+    steps: dict[str, StepRow] = {}
     for row in rows:
-        parts = segments(row.path)
-        for depth in range(1, len(parts) + 1):
-            prefix = "".join(parts[:depth])
-            if prefix not in nodes:
-                node = nodes[prefix] = _Branch(prefix, parts[depth - 1].lstrip("."))
-                nodes["".join(parts[: depth - 1])].children.append(node)
-        nodes[row.path].step = row
+        parent = prefix = ""
+        for depth, part in enumerate(segments(row.path)):
+            prefix += part
+            if prefix not in placed:
+                placed[prefix] = (part.lstrip("."), depth)
+                children[parent].append(prefix)
+                children[prefix] = []
+            parent = prefix
+        steps[row.path] = row
     flat: list[TreeNode] = []
-
-    def walk(branch: _Branch, depth: int) -> None:
-        for child in branch.children:
-            flat.append(TreeNode(path=child.path, label=child.label, depth=depth, step=child.step))
-            walk(child, depth + 1)
-
-    walk(root, 0)
+    pending = children[""][::-1]
+    while pending:
+        path = pending.pop()
+        label, depth = placed[path]
+        flat.append(TreeNode(path=path, label=label, depth=depth, step=steps.get(path)))
+        pending += children[path][::-1]
     return flat
 
 
@@ -347,6 +360,15 @@ def _summary(
     )
 
 
+def _reported(
+    info: RunInfo, interrupted: Mapping[str, str], waits: Mapping[str, object]
+) -> str | None:
+    """A running run's reported status, as ``summaries`` filters it."""
+    if info.run_id in interrupted:
+        return INTERRUPTED
+    return WAITING if info.run_id in waits else "running"
+
+
 def _steps_done(state: RunState) -> int:
     return sum(1 for record in state.steps.values() if record.status == "completed")
 
@@ -394,10 +416,21 @@ class RunView:
     def to_json(self) -> dict[str, Any]:
         """The view as one JSON object: ``run``, ``steps``, ``tree``, ``sessions``,
         ``subRuns``, ``usage``."""
+        steps = [row.to_json() for row in self.steps]
+        # Each row's JSON made once, for the list and for its node of the tree.
+        by_path = {row.path: json for row, json in zip(self.steps, steps, strict=True)}
         return {
             "run": {**self.summary.to_json(), **self.run},
-            "steps": [row.to_json() for row in self.steps],
-            "tree": [node.to_json() for node in step_tree(self.steps)],
+            "steps": steps,
+            "tree": [
+                {
+                    "path": node.path,
+                    "label": node.label,
+                    "depth": node.depth,
+                    "step": None if node.step is None else by_path[node.step.path],
+                }
+                for node in step_tree(self.steps)
+            ],
             "sessions": self.sessions,
             "subRuns": [sub.to_json() for sub in self.sub_runs],
             "usage": self.usage.to_json(),
@@ -498,13 +531,19 @@ class RunReader:
         if usage is None or usage.last_seq != state.last_seq:
             state, usage = RunState(run_id=run_id), UsageFold(run_id)
         read = self.log.read if self._payloads is None else self._payloads.read_stored
-        for record in await read(run_id, after=state.last_seq):
-            apply(state, record)
-            usage.add(
-                await self._with_response(record)
-                if isinstance(record.event, HarnessModelResponded)
-                else record
-            )
+        while True:
+            # A page at a time: what is held is the folded state (a record per step) and
+            # one page of events, not every event of a long run at once.
+            page = await read(run_id, after=state.last_seq, limit=FOLD_PAGE)
+            for record in page:
+                apply(state, record)
+                usage.add(
+                    await self._with_response(record)
+                    if isinstance(record.event, HarnessModelResponded)
+                    else record
+                )
+            if len(page) < FOLD_PAGE:
+                break
         if state.last_seq == 0:
             raise CorruptDataError(f"run {run_id!r} has no events")
         self._states[run_id] = state
@@ -568,49 +607,53 @@ class RunReader:
         workflow: str | None = None,
         parent_run_id: str | None = None,
         sub_runs: bool = False,
+        before: tuple[float, str] | None = None,
         limit: int = 50,
     ) -> list[RunSummary]:
         """Runs matching the filters, most recent first; sub-runs only if ``sub_runs``
         (or when ``parent_run_id`` names their parent).
 
         ``status`` is the reported one: ``running`` leaves out the interrupted and
-        waiting runs, ``interrupted`` or ``waiting`` keeps only those.
+        waiting runs, ``interrupted`` or ``waiting`` keeps only those. ``before`` is the
+        ``(created_at, run_id)`` of the last run of the previous page
+        (``EventLog.list_runs``).
         """
         logged = (
             None
             if status is None
             else RunStatus("running" if status in (INTERRUPTED, WAITING) else status)
         )
-        found = await self.log.list_runs(
-            status=logged,
-            workflow=workflow,
-            parent_run_id=parent_run_id,
-        )
-        wanted = [
-            info
-            for info in found
-            if sub_runs or parent_run_id is not None or info.parent_run_id is None
-        ]
-        if logged is RunStatus.RUNNING:
-            # Which ones are running is known only once each was looked at.
-            interrupted = await self.interruptions(wanted)
-            waits = await self.waits(wanted)
-            wanted = [
-                info
-                for info in wanted
-                if (
-                    INTERRUPTED
-                    if info.run_id in interrupted
-                    else WAITING
-                    if info.run_id in waits
-                    else "running"
-                )
-                == status
-            ][:limit]
-        else:
-            wanted = wanted[:limit]
-            interrupted = await self.interruptions(wanted)
-            waits = await self.waits(wanted)
+
+        async def page(after: tuple[float, str] | None, size: int) -> list[RunInfo]:
+            return await self.log.list_runs(
+                status=logged,
+                workflow=workflow,
+                parent_run_id=parent_run_id,
+                top_level=not sub_runs and parent_run_id is None,
+                before=after,
+                limit=size,
+            )
+
+        wanted: list[RunInfo] = []
+        interrupted: dict[str, str] = {}
+        waits: dict[str, Mapping[str, JsonValue]] = {}
+        if logged is not RunStatus.RUNNING:
+            # The page is the log's page: the store reads ``limit`` rows, whatever its size.
+            wanted = await page(before, limit)
+            interrupted.update(await self.interruptions(wanted))
+            waits.update(await self.waits(wanted))
+        # Which running runs are interrupted or waiting is known only once each was looked
+        # at: a batch of the log at a time, until the page is full or the log ends.
+        batch = max(limit, 100)
+        while logged is RunStatus.RUNNING and len(wanted) < limit:
+            found = await page(before, batch)
+            interrupted.update(await self.interruptions(found))
+            waits.update(await self.waits(found))
+            wanted += [info for info in found if _reported(info, interrupted, waits) == status]
+            if len(found) < batch:
+                break
+            before = (found[-1].created_at, found[-1].run_id)
+        wanted = wanted[:limit]
         return [
             await self._summarize(info, interrupted.get(info.run_id), waits.get(info.run_id))
             for info in wanted
@@ -665,7 +708,12 @@ async def _resolved(
 ) -> tuple[dict[str, Any], list[StepRow], list[dict[str, Any]]]:
     """A view's payloads as values: the only place a run's page reads blobs."""
     run = {**run, "input": await resolve(run["input"]), "output": await resolve(run["output"])}
-    steps = [replace(row, output=await resolve(row.output)) for row in steps]
+    resolved_steps = []
+    for row in steps:
+        output = await resolve(row.output)
+        # A new row only for an output that was a reference: most are values already.
+        resolved_steps.append(row if output is row.output else replace(row, output=output))
+    steps = resolved_steps
     resolved_sessions = []
     for session in sessions:
         calls = []

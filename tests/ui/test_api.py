@@ -72,6 +72,26 @@ async def test_runs_lists_top_level_runs_with_steps_done_and_filters(
         assert (await http.get("/api/runs", params={"limit": "0"})).status_code == 400
 
 
+async def test_runs_pages_by_next(data: tuple[Path, dict[str, Any]]) -> None:
+    root, _ = data
+    async with client(root) as http:
+        whole = (await http.get("/api/runs", params={"subRuns": "1"})).json()
+        assert whole["next"] is None  # fewer than a page
+        seen: list[str] = []
+        params = {"subRuns": "1", "limit": "2"}
+        while True:
+            page = (await http.get("/api/runs", params=params)).json()
+            seen += [run["runId"] for run in page["runs"]]
+            if page["next"] is None:
+                break
+            params["before"] = page["next"]
+        assert seen == [run["runId"] for run in whole["runs"]]
+        assert len(seen) > 4
+        for bad in ("x", "nan:run_a", "1.5:", "1.5:../up"):
+            response = await http.get("/api/runs", params={"before": bad})
+            assert response.status_code == 400, bad
+
+
 async def test_a_run_has_its_summary_step_tree_and_sub_runs(
     data: tuple[Path, dict[str, Any]],
 ) -> None:

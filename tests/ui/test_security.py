@@ -132,6 +132,7 @@ def test_bound_beyond_loopback_the_server_makes_a_token_and_requires_it(
         assert http.get("/api/runs").status_code == 401
         assert http.get("/api/runs", params={"token": token[:-1]}).status_code == 401
         assert http.get("/api/runs", headers={"authorization": f"Bearer {token}"}).json() == {
-            "runs": []
+            "runs": [],
+            "next": None,
         }
     assert process.poll() is None
