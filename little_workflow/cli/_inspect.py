@@ -63,6 +63,13 @@ def _duration(seconds: float) -> str:
 )
 @click.option("--workflow", default=None, help="Only runs of this workflow.")
 @click.option("--limit", type=click.IntRange(min=1), default=50, help="At most this many.")
+@click.option(
+    "--before",
+    "before_run",
+    default=None,
+    metavar="RUN_ID",
+    help="Only runs started before this one (the last of the page shown): the next page.",
+)
 @click.option("--sub-runs", is_flag=True, help="Include sub-runs (hidden by default).")
 @click.option(
     "--stuck",
@@ -79,6 +86,7 @@ def runs(
     status: str | None,
     workflow: str | None,
     limit: int,
+    before_run: str | None,
     sub_runs: bool,
     stuck: bool,
     waiting: bool,
@@ -96,11 +104,26 @@ def runs(
         return
 
     async def work() -> list[RunSummary]:
+        from little_workflow.errors import ConfigError
+        from little_workflow.ids import validate_id
+
         async with _runtime(options) as runtime:
+            before = None
+            if before_run is not None:
+                # A keyset cursor, as the UI's ``next``: the list's order is (started, id).
+                validate_id(before_run, what="run id")
+                info = await runtime.events.get_run(before_run)
+                if info is None:
+                    raise ConfigError(
+                        f"there is no run {before_run!r} in this store (--before)",
+                        code="run_not_found",
+                    )
+                before = (info.created_at, info.run_id)
             return await _reader(runtime, prices).summaries(
                 status=None if status is None else reported_status(status),
                 workflow=workflow,
                 sub_runs=sub_runs,
+                before=before,
                 limit=limit,
             )
 

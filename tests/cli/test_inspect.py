@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import shlex
 import subprocess
 import sys
 from pathlib import Path
 
+from little_workflow.lwir import OutputStep, Workflow
+from little_workflow.runtime import Runtime
 from tests.runtime.support import cli
 
 FLOWS = Path(__file__).resolve().parents[1] / "runtime" / "flows"
@@ -114,3 +117,33 @@ def test_show_draws_the_step_tree_with_visits_and_branches(tmp_path: Path) -> No
     missing = cli(data, "show", "run_nope")
     assert missing.returncode == 3
     assert "no run 'run_nope'" in missing.stderr
+
+
+def test_runs_pages_with_before_the_last_run_shown(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    plain = Workflow(name="plain", steps=(OutputStep(id="out", value="${input.n}"),))
+
+    async def make() -> None:
+        async with Runtime(data) as runtime:
+            for n in range(7):
+                await runtime.run(plain, {"n": n}, run_id=f"run_{n}")
+
+    asyncio.run(make())
+    seen: list[str] = []
+    before: list[str] = []
+    while True:
+        page = cli(data, "runs", "--json", "--limit", "3", *before)
+        assert page.returncode == 0, page.stderr
+        ids = [row["runId"] for row in json.loads(page.stdout)]
+        if not ids:
+            break
+        seen += ids
+        before = ["--before", ids[-1]]
+    # Every run once, newest first, across pages of 3, 3 and 1.
+    assert seen == [f"run_{n}" for n in reversed(range(7))]
+    missing = cli(data, "runs", "--before", "run_nobody")
+    assert missing.returncode != 0
+    assert "there is no run 'run_nobody'" in missing.stderr
+    hostile = cli(data, "runs", "--before", "../etc")
+    assert hostile.returncode != 0
+    assert "run id" in hostile.stderr
