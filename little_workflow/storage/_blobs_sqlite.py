@@ -25,7 +25,7 @@ pages whole, so at 4 KiB pages two rows of 2.1 KiB each took a page of their own
 it empty: the 4 KiB turns of ``bench.history --sweep`` took 3.4x their conversation, since
 their blobs are mostly text a model or a tool wrote, which deflates to about half. A blob
 that is deflated already (a conversation node) is stored as it is, at the cost of one
-failed try (level 1, about 10 µs per KiB). What a row holds is checked against its digest
+failed try (``_deflate.py``). What a row holds is checked against its digest
 after inflating, as a file's bytes are.
 """
 
@@ -36,7 +36,6 @@ import heapq
 import json
 import sqlite3
 import time
-import zlib
 from collections.abc import Iterable
 from typing import Final
 
@@ -49,6 +48,7 @@ from little_workflow.storage._blobs import (
     verified,
 )
 from little_workflow.storage._blobs_file import FileBlobStore
+from little_workflow.storage._deflate import InflateError, deflated, inflated
 from little_workflow.storage._sqlite import SqliteEventLog
 from little_workflow.storage._sqlite_db import SqliteDatabase
 
@@ -57,19 +57,11 @@ __all__ = ["FILE_BLOB_BYTES", "SqliteBlobStore"]
 #: Blobs larger than this are files; the rest are rows of the database.
 FILE_BLOB_BYTES: Final = 64 * 1024
 
-# Level 1: a put is on the step's path, and on 2 KiB of text level 6 saved 0.2-2% more
-# for 10-20% more CPU (13-25 µs per 2 KiB at level 1).
-_LEVEL: Final = 1
-
 
 def _row(data: bytes) -> tuple[str, int, bytes, float]:
     """The row of blob ``data``: deflated when that saves at least an eighth."""
-    stored = data
-    if len(data) >= 64:
-        deflated = zlib.compress(data, _LEVEL)
-        if len(deflated) <= len(data) - len(data) // 8:
-            stored = deflated
-    return blob_digest(data), len(data), stored, time.time()
+    packed = deflated(data) if len(data) >= 64 else None
+    return blob_digest(data), len(data), data if packed is None else packed, time.time()
 
 
 _PUT: Final = (
@@ -144,15 +136,14 @@ class SqliteBlobStore:
     def _inflate(self, digest: str, size: int, stored: bytes) -> bytes:
         if len(stored) >= size:
             return stored
-        inflater = zlib.decompressobj()
         try:
             # Never more than the row says: a damaged row cannot inflate without bound.
-            data = inflater.decompress(stored, size + 1)
-        except zlib.error as exc:
+            data = inflated(stored, limit=size)
+        except InflateError as exc:
             raise CorruptDataError(
                 f"blob {digest} in {self._where} does not inflate: {exc}"
             ) from exc
-        if len(data) != size or not inflater.eof:
+        if len(data) != size:
             raise CorruptDataError(
                 f"blob {digest} in {self._where} inflates to other than its {size} bytes"
             )

@@ -99,6 +99,7 @@ from little_workflow.events import (
     StepCompleted,
 )
 from little_workflow.storage._blobs import BlobStore, LoggedBlobStore, blob_digest, is_digest
+from little_workflow.storage._deflate import inflated
 from little_workflow.storage._protocols import EventLog, RunInfo
 
 __all__ = [
@@ -311,13 +312,9 @@ def _node_digest(prev: object, where: str) -> str:
 
 
 def _parse_node(data: bytes, where: str) -> dict[str, Any]:
-    inflater = zlib.decompressobj()
     try:
-        raw = inflater.decompress(data, _NODE_MAX_BYTES)
-        if inflater.unconsumed_tail or not inflater.eof:
-            raise CorruptDataError(f"{where} is truncated or inflates past {_NODE_MAX_BYTES} bytes")
-        node = json.loads(raw)
-    except (zlib.error, ValueError) as exc:
+        node = json.loads(inflated(data, limit=_NODE_MAX_BYTES))
+    except ValueError as exc:  # InflateError included
         raise CorruptDataError(f"{where} is not a compressed JSON node: {exc}") from exc
     if (
         type(node) is not dict

@@ -14,8 +14,7 @@ import struct
 import time
 from collections.abc import Iterable, Sequence
 from typing import Final
-from zlib import compress, crc32, decompressobj
-from zlib import error as ZlibError
+from zlib import crc32
 
 from little_workflow import codec
 from little_workflow.codec import JsonValue
@@ -29,6 +28,7 @@ from little_workflow.events import (
 )
 from little_workflow.ids import validate_id
 from little_workflow.storage._checksum import MASK, checked_records, data_crc
+from little_workflow.storage._deflate import InflateError, deflated, inflated
 from little_workflow.storage._fence import current_fence
 from little_workflow.storage._keys import prefix_upper_bound, validate_key, validate_prefix
 from little_workflow.storage._protocols import RunInfo, apply_run_index
@@ -144,8 +144,8 @@ _pack_double = struct.Struct(">d").pack
 _unpack_quad = struct.Struct(">q").unpack
 
 
-# An event's ``data`` of at least this many bytes is stored deflated (zlib, level 1, a
-# BLOB; the rest stay TEXT) when that saves an eighth of it. Rows share pages only whole,
+# An event's ``data`` of at least this many bytes is stored deflated (a BLOB; the rest
+# stay TEXT) when that saves an eighth of it (``_deflate.py``). Rows share pages only whole,
 # and an agent's events carry its messages: at 1 KiB turns the events table was 2x the
 # conversation, mostly text a model or a tool wrote, which deflates to about 60%
 # (docs/performance.md, "Bytes on disk per message size"). A trivial step's rows are
@@ -156,27 +156,20 @@ _MAX_DATA: Final = 1_000_000_000
 
 
 def _deflated(data: str) -> str | bytes:
-    raw = data.encode()
-    deflated = compress(raw, 1)
-    return deflated if len(deflated) <= len(raw) - len(raw) // 8 else data
+    packed = deflated(data.encode())
+    return data if packed is None else packed
 
 
 def _inflated(run_id: str, row: tuple[object, ...], where: str) -> tuple[object, ...]:
     seq, type_name, ts, data, checksum = row
     assert isinstance(data, bytes)
-    inflater = decompressobj()
     try:
-        text = inflater.decompress(data, _MAX_DATA).decode()
-    except (ZlibError, UnicodeDecodeError) as exc:
+        text = inflated(data, limit=_MAX_DATA).decode()
+    except (InflateError, UnicodeDecodeError) as exc:
         raise CorruptDataError(
             f"run {run_id!r} seq {seq} in {where}: the stored event does not inflate ({exc}); "
             "the row was changed after it was written"
         ) from exc
-    if not inflater.eof:
-        raise CorruptDataError(
-            f"run {run_id!r} seq {seq} in {where}: the stored event is cut short or larger "
-            "than any row; the row was changed after it was written"
-        )
     return seq, type_name, ts, text, checksum
 
 
