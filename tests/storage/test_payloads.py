@@ -207,11 +207,7 @@ async def test_a_conversation_is_stored_as_a_chain_that_grows_linearly(store: St
             requests
         )
     # Every node and the shared rest of the request are reachable from the events.
-    stored = [record.event for record in await store.events.read(RUN)]
-    refs = [ref for event in stored for ref in payload_refs(event)]
-    assert await referenced_digests(refs, store.blobs) == {
-        info.digest for info in await store.blobs.list()
-    }
+    await _every_blob_is_reachable(store)
 
 
 async def test_a_resumed_writer_continues_the_chain(store: Store) -> None:
@@ -296,6 +292,15 @@ async def test_a_flipped_byte_in_a_blob_file_is_a_typed_error_naming_it(tmp_path
         await store.close()
 
 
+async def _every_blob_is_reachable(store: Store) -> None:
+    """What the events of ``RUN`` reach, followed through their chains, is every blob."""
+    stored = [record.event for record in await store.events.read(RUN)]
+    refs = [ref for event in stored for ref in payload_refs(event)]
+    assert await referenced_digests(refs, store.blobs) == {
+        info.digest for info in await store.blobs.list()
+    }
+
+
 async def _damage(store: Store, digest: str, data: bytes | None) -> None:
     assert isinstance(store.blobs, SqliteBlobStore)
     await damage_sqlite_blob(store.blobs, digest, data)
@@ -377,11 +382,7 @@ async def test_a_media_part_sent_by_many_sessions_is_one_blob(store: Store) -> N
     # Only nodes that add a referenced part are v2; the text-only turns stay v1.
     blobs = [await store.blobs.get(info.digest) for info in await store.blobs.list()]
     assert sorted(_node_versions(blobs)) == [1] * 10 + [2] * 5
-    stored = [record.event for record in await store.events.read(RUN)]
-    refs = [ref for event in stored for ref in payload_refs(event)]
-    assert await referenced_digests(refs, store.blobs) == {
-        info.digest for info in await store.blobs.list()
-    }
+    await _every_blob_is_reachable(store)
 
 
 async def test_a_small_or_malformed_media_part_stays_in_its_node(store: Store) -> None:

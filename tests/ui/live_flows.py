@@ -10,6 +10,7 @@ server, another process or thread, at ``LW_TEST_MODEL_URL``, paced by its event 
 from __future__ import annotations
 
 import os
+import subprocess
 import time
 from pathlib import Path
 
@@ -65,3 +66,14 @@ def setup() -> RuntimeSetup:
         model_slots={"writer": ModelSlot(provider=provider, model="writer-model")},
         tools=[wait_for_page],
     )
+
+
+def start_brief(data: Path, model_url: str, topic: str, run_id: str) -> subprocess.Popen[str]:
+    """``run tests.ui.live_flows:brief`` in a CLI process of its own, on ``model_url``."""
+    from tests.runtime.support import cli_popen
+
+    return cli_popen(
+        data, "--setup", "tests.ui.live_flows:setup", "run", "tests.ui.live_flows:brief",
+        "--input", f'{{"topic": "{topic}"}}', "--run-id", run_id,
+        env={"LW_TEST_MODEL_URL": model_url, "LW_TEST_DATA_DIR": str(data)},
+    )  # fmt: skip

@@ -371,11 +371,7 @@ def test_a_run_page_shows_an_answer_as_it_streams_in(
     data, base = server
     # Paced so that the long answer takes seconds: the page must show it partly written.
     with FakeModelServer(live_flows.script, event_delay=0.06) as model:
-        run = cli_popen(data, "--setup", "tests.ui.live_flows:setup",
-                        "run", "tests.ui.live_flows:brief", "--input", '{"topic": "pages"}',
-                        "--run-id", "run_words",
-                        env={"LW_TEST_MODEL_URL": model.url,
-                             "LW_TEST_DATA_DIR": str(data)})  # fmt: skip
+        run = live_flows.start_brief(data, model.url, "pages", "run_words")
         try:
             _wait_for_run(base, "run_words", run)  # the run waits for the page in its tool
             page, problems = _page(browser)

@@ -70,11 +70,7 @@ def test_a_run_page_hears_the_answer_before_it_is_committed(tmp_path: Path) -> N
         ui_server(data) as (ui, line),
         httpx.Client(base_url=_base(line), timeout=60) as http,
     ):
-        run = cli_popen(data, "--setup", "tests.ui.live_flows:setup",
-                        "run", "tests.ui.live_flows:brief", "--input", '{"topic": "sockets"}',
-                        "--run-id", "run_live",
-                        env={"LW_TEST_MODEL_URL": model.url,
-                             "LW_TEST_DATA_DIR": str(data)})  # fmt: skip
+        run = live_flows.start_brief(data, model.url, "sockets", "run_live")
         try:
             deadline = time.monotonic() + 60
             while http.get("/api/runs/run_live").status_code == 404:
