@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import cast
 
+from little_workflow._object_cache import ObjectCache
 from little_workflow.codec import JsonValue, sha256_digest
 from little_workflow.lwir._models import StepBase, Workflow
 
@@ -61,6 +62,15 @@ class HashedDefinition:
 
 
 def hash_definition(workflow: Workflow) -> HashedDefinition:
+    """What pinning a workflow needs, computed once per ``Workflow`` object while it lives.
+
+    The result is shared by every run of that object: its ``definition`` must not be
+    changed (it is stored and compared, never edited).
+    """
+    return _HASHED(workflow)
+
+
+def _hash_definition(workflow: Workflow) -> HashedDefinition:
     """What pinning a workflow needs, from one ``model_dump`` rather than one per step.
 
     A step's sub-dump within the workflow's dump is the step's own dump (pydantic drops
@@ -77,6 +87,9 @@ def hash_definition(workflow: Workflow) -> HashedDefinition:
     return HashedDefinition(
         definition=definition, digest=sha256_digest(definition), step_hashes=tuple(step_hashes)
     )
+
+
+_HASHED: ObjectCache[Workflow, HashedDefinition] = ObjectCache(_hash_definition)
 
 
 def _hash_steps(

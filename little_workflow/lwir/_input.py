@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from little_workflow._object_cache import ObjectCache
 from little_workflow.errors import Problem, RunInputError, TemplateSyntaxError
 from little_workflow.lwir._jsonschema import field_path, schema_problems, validate
 from little_workflow.lwir._models import DecisionStep, StepBase, Workflow
@@ -59,9 +60,13 @@ def certain_path(workflow: Workflow) -> list[tuple[str, StepBase]]:
     return path
 
 
-def input_reads(workflow: Workflow) -> list[tuple[str, Reference]]:
+def input_reads(workflow: Workflow) -> tuple[tuple[str, Reference], ...]:
     """The ``${input...}`` references of the certain path, each with where it is read
-    (``step 'fetch' at steps[0].with.query``)."""
+    (``step 'fetch' at steps[0].with.query``); found once per ``Workflow`` object."""
+    return _INPUT_READS(workflow)
+
+
+def _input_reads(workflow: Workflow) -> tuple[tuple[str, Reference], ...]:
     found: list[tuple[str, Reference]] = []
     for place, step in certain_path(workflow):
         for name, value in step.template_values():
@@ -78,7 +83,10 @@ def input_reads(workflow: Workflow) -> list[tuple[str, Reference]]:
                     continue  # reported by validation; a trusted copy skipped it
                 at = f"step {step.id!r} at {where}"
                 found.extend((at, ref) for ref in template.references if ref.root == "input")
-    return found
+    return tuple(found)
+
+
+_INPUT_READS: ObjectCache[Workflow, tuple[tuple[str, Reference], ...]] = ObjectCache(_input_reads)
 
 
 def _mentions_input(value: object) -> bool:
