@@ -27,6 +27,7 @@ from little_workflow.errors import CorruptDataError
 from little_workflow.events import HarnessModelResponded, RecordedEvent, RunStatus
 from little_workflow.runtime import RunState, apply
 from little_workflow.storage import EventLog, PayloadLog, RunInfo
+from little_workflow.views._collector import collector_paused
 from little_workflow.views._usage import PriceTable, UsageFold, UsageReport
 
 __all__ = [
@@ -225,6 +226,11 @@ class TreeNode:
 
 def step_tree(rows: list[StepRow]) -> list[TreeNode]:
     """The rows as a tree: each path under its prefixes, children in the order they began."""
+    with collector_paused():  # a node per path: see ``_collector``
+        return _tree(rows)
+
+
+def _tree(rows: list[StepRow]) -> list[TreeNode]:
     # Plain dicts keyed by path and a loop, not a node object per prefix and a recursive
     # walk: a map of 50,000 branches is 100,000 nodes (and a deep tree no recursion limit).
     children: dict[str, list[str]] = {"": []}
@@ -416,6 +422,10 @@ class RunView:
     def to_json(self) -> dict[str, Any]:
         """The view as one JSON object: ``run``, ``steps``, ``tree``, ``sessions``,
         ``subRuns``, ``usage``."""
+        with collector_paused():
+            return self._json()
+
+    def _json(self) -> dict[str, Any]:
         steps = [row.to_json() for row in self.steps]
         # Each row's JSON made once, for the list and for its node of the tree.
         by_path = {row.path: json for row, json in zip(self.steps, steps, strict=True)}
@@ -531,19 +541,20 @@ class RunReader:
         if usage is None or usage.last_seq != state.last_seq:
             state, usage = RunState(run_id=run_id), UsageFold(run_id)
         read = self.log.read if self._payloads is None else self._payloads.read_stored
-        while True:
-            # A page at a time: what is held is the folded state (a record per step) and
-            # one page of events, not every event of a long run at once.
-            page = await read(run_id, after=state.last_seq, limit=FOLD_PAGE)
-            for record in page:
-                apply(state, record)
-                usage.add(
-                    await self._with_response(record)
-                    if isinstance(record.event, HarnessModelResponded)
-                    else record
-                )
-            if len(page) < FOLD_PAGE:
-                break
+        with collector_paused():
+            while True:
+                # A page at a time: what is held is the folded state (a record per step)
+                # and one page of events, not every event of a long run at once.
+                page = await read(run_id, after=state.last_seq, limit=FOLD_PAGE)
+                for record in page:
+                    apply(state, record)
+                    usage.add(
+                        await self._with_response(record)
+                        if isinstance(record.event, HarnessModelResponded)
+                        else record
+                    )
+                if len(page) < FOLD_PAGE:
+                    break
         if state.last_seq == 0:
             raise CorruptDataError(f"run {run_id!r} has no events")
         self._states[run_id] = state
@@ -674,6 +685,10 @@ class RunReader:
 
     async def view(self, run_id: str) -> RunView | None:
         """Everything about one run, or ``None`` if the log has no such run."""
+        with collector_paused():  # a row per step: see ``_collector``
+            return await self._view(run_id)
+
+    async def _view(self, run_id: str) -> RunView | None:
         info = await self.log.get_run(run_id)
         if info is None:
             return None
