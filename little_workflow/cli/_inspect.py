@@ -397,7 +397,6 @@ def show(
     completed ones are one '… N more' line. --all draws them all; --json has every step.
     """
     from little_workflow.errors import ConfigError
-    from little_workflow.views import step_tree
 
     async def work() -> RunView:
         async with _runtime(options) as runtime:
@@ -429,7 +428,7 @@ def show(
 
     console = stdout_console()
     title = (run_id, summary.workflow or "-", summary.reported_status or "-")
-    tree = step_tree(view.steps)
+    tree = view.tree.nodes
     print_tree(console, title, tree if show_all else collapsed(tree))
     if summary.waiting is not None:
         console.print(waiting_line(options, run_id, summary.waiting), markup=False)
