@@ -17,7 +17,6 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from little_workflow.errors import InvalidInputError
@@ -35,43 +34,44 @@ MAX_PATH_CURSOR: Final = 10_000
 _WORST = {"failed": 2, "running": 1, "completed": 0}
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
 class TreePages:
-    """A run's step tree (``step_tree``), with what its pages need beside each node."""
+    """A run's step tree (``step_tree`` of its rows), with what its pages need beside each
+    node; built on first use (``show`` draws the nodes, and never asks for a page)."""
 
-    nodes: Sequence[TreeNode]
-    #: Per node: its step's status, or for a node without a step (a branch, a decision's
-    #: visits) the worst one below it: ``failed``, else ``running``, else ``completed``.
-    statuses: Sequence[str]
-    #: Node path -> its index in ``nodes``.
-    positions: dict[str, int]
-    #: Step rows by status (``completed``, ``running``, ``failed``).
-    counts: dict[str, int]
+    __slots__ = ("_nodes", "_positions", "_statuses", "counts", "rows")
 
-    @classmethod
-    def of(cls, rows: Sequence[StepRow], nodes: Sequence[TreeNode]) -> TreePages:
-        """The pages of ``nodes``, the tree of ``rows`` (depth first, as ``step_tree``)."""
-        statuses = ["completed"] * len(nodes)
-        # Backwards, with the worst status of each depth's open subtree: one pass.
-        below: list[int] = []
-        for index in range(len(nodes) - 1, -1, -1):
-            node = nodes[index]
-            depth = node.depth
-            worst = max(below[depth + 1 :], default=0)
-            del below[depth + 1 :]
-            if node.step is not None:
-                statuses[index] = node.step.status
-                worst = max(worst, _WORST.get(node.step.status, 1))
-            else:
-                statuses[index] = ("completed", "running", "failed")[worst]
-            below += [0] * (depth + 1 - len(below))
-            below[depth] = max(below[depth], worst)
-        return cls(
-            nodes=nodes,
-            statuses=statuses,
-            positions={node.path: index for index, node in enumerate(nodes)},
-            counts=dict(Counter(row.status for row in rows)),
-        )
+    def __init__(self, rows: Sequence[StepRow]) -> None:
+        self.rows = rows
+        #: Step rows by status (``completed``, ``running``, ``failed``).
+        self.counts: dict[str, int] = dict(Counter(row.status for row in rows))
+        self._nodes: Sequence[TreeNode] | None = None
+        self._statuses: list[str] | None = None
+        self._positions: dict[str, int] | None = None
+
+    @property
+    def nodes(self) -> Sequence[TreeNode]:
+        """The tree, depth first (``step_tree``)."""
+        if self._nodes is None:
+            from little_workflow.views._read import step_tree
+
+            self._nodes = step_tree(list(self.rows))
+        return self._nodes
+
+    @property
+    def statuses(self) -> Sequence[str]:
+        """Per node: its step's status, or for a node without a step (a branch, a
+        decision's visits) the worst one below it: ``failed``, else ``running``, else
+        ``completed``."""
+        if self._statuses is None:
+            self._statuses = _statuses(self.nodes)
+        return self._statuses
+
+    @property
+    def positions(self) -> dict[str, int]:
+        """Node path -> its index in ``nodes``."""
+        if self._positions is None:
+            self._positions = {node.path: index for index, node in enumerate(self.nodes)}
+        return self._positions
 
     def page(self, after: str | None, limit: int) -> tuple[list[dict[str, Any]], str | None]:
         """The ``limit`` nodes after the node at path ``after`` (from the first, if
@@ -102,3 +102,23 @@ class TreePages:
             for index, node in zip(range(start, end), self.nodes[start:end], strict=True)
         ]
         return page, (self.nodes[end - 1].path if end < len(self.nodes) else None)
+
+
+def _statuses(nodes: Sequence[TreeNode]) -> list[str]:
+    """``TreePages.statuses`` of ``nodes`` (depth first)."""
+    statuses = ["completed"] * len(nodes)
+    # Backwards, keeping the worst status of each depth's open subtrees: one pass.
+    below: list[int] = []
+    for index in range(len(nodes) - 1, -1, -1):
+        node = nodes[index]
+        depth = node.depth
+        worst = max(below[depth + 1 :], default=0)
+        del below[depth + 1 :]
+        if node.step is not None:
+            statuses[index] = node.step.status
+            worst = max(worst, _WORST.get(node.step.status, 1))
+        else:
+            statuses[index] = ("completed", "running", "failed")[worst]
+        below += [0] * (depth + 1 - len(below))
+        below[depth] = max(below[depth], worst)
+    return statuses

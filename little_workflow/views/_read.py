@@ -728,7 +728,7 @@ class RunReader:
             steps = step_rows(state)
             if self._payloads is not None:
                 steps = await _resolved_steps(steps, self._payloads.resolve)
-            cached = (state.last_seq, steps, TreePages.of(steps, step_tree(steps)))
+            cached = (state.last_seq, steps, TreePages(steps))
         self._trees[run_id] = cached
         while len(self._trees) > _TREES_KEPT:
             self._trees.popitem(last=False)
