@@ -18,6 +18,7 @@ import click
 from little_workflow.cli._main import Options, execute, print_json
 from little_workflow.cli._runs import _runtime
 from little_workflow.cli._tables import print_table, stdout_console
+from little_workflow.cli._tree import SHOWN_CHILDREN
 from little_workflow.cli._usage import prices_option, usage_lines
 
 if TYPE_CHECKING:
@@ -375,14 +376,27 @@ def _print_event(record: RecordedEvent, as_json: bool) -> None:
 
 @click.command()
 @click.argument("run_id")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts (every step).")
+@click.option(
+    "--all",
+    "show_all",
+    is_flag=True,
+    help="Draw every step; without it, under each node past the first "
+    f"{SHOWN_CHILDREN} children, the completed rest is one '… N more' line.",
+)
 @prices_option("the usage section shows")
 @click.pass_obj
-def show(options: Options, *, run_id: str, as_json: bool, prices: Path | None) -> None:
+def show(
+    options: Options, *, run_id: str, as_json: bool, show_all: bool, prices: Path | None
+) -> None:
     """Show RUN_ID's steps as a tree: paths, visits, statuses, attempts, timings, and
-    its model usage (tokens per slot and step, paid and replayed)."""
+    its model usage (tokens per slot and step, paid and replayed).
+
+    A long run's tree is summarized: under each node, the first children are drawn,
+    and every one with a step that did not complete (failed, running); the other
+    completed ones are one '… N more' line. --all draws them all; --json has every step.
+    """
     from little_workflow.errors import ConfigError
-    from little_workflow.views import step_tree
 
     async def work() -> RunView:
         async with _runtime(options) as runtime:
@@ -410,11 +424,12 @@ def show(options: Options, *, run_id: str, as_json: bool, prices: Path | None) -
             }
         )
         return
-    from little_workflow.cli._tree import print_tree
+    from little_workflow.cli._tree import collapsed, print_tree
 
     console = stdout_console()
     title = (run_id, summary.workflow or "-", summary.reported_status or "-")
-    print_tree(console, title, step_tree(view.steps))
+    tree = view.tree.nodes
+    print_tree(console, title, tree if show_all else collapsed(tree))
     if summary.waiting is not None:
         console.print(waiting_line(options, run_id, summary.waiting), markup=False)
     elif summary.interrupted:

@@ -4,6 +4,13 @@ The same guides as ``rich.tree.Tree`` (``├── ``, ``└── ``, ``│   `
 string with its styles as escape codes: rich renders a tree node in some 100 µs, so a run
 of 50,000 steps took over 5 s to print. Here the tree is written a line at a time, and a
 line is not held after it was written.
+
+A long run's tree is summarized (``collapsed``): under each node, the first ``keep``
+children are drawn, and so is every child with a step below it that did not complete
+(a failure, a step still running: what a person looks for); the other completed
+children are one line, ``… N more``. A map of 50,000 branches is then some fifty lines,
+not 100,000 that no terminal scrolls back through. ``show --all`` draws every node, and
+``show --json`` has every step.
 """
 
 from __future__ import annotations
@@ -16,7 +23,10 @@ if TYPE_CHECKING:
 
     from little_workflow.views import StepRow, TreeNode
 
-__all__ = ["print_tree", "tree_lines"]
+__all__ = ["SHOWN_CHILDREN", "collapsed", "print_tree", "tree_lines"]
+
+#: Children drawn under each node before the completed rest become one ``… N more`` line.
+SHOWN_CHILDREN = 50
 
 _COLOURS = {"completed": "green", "failed": "red", "running": "yellow"}
 #: Control characters a terminal would act on, as rich leaves them out of printed text.
@@ -77,6 +87,62 @@ def _label(node: TreeNode, style: Styler) -> list[str]:
         first, *rest = row.error.splitlines() or [""]
         lines += [f"{style('error:', 'red')} {_clean(first)}", *map(_clean, rest)]
     return lines
+
+
+def _ends(nodes: Sequence[TreeNode]) -> list[int]:
+    """For each node, the index just past its subtree (``nodes`` depth first)."""
+    ends = [len(nodes)] * len(nodes)
+    open_: list[int] = []
+    for index, node in enumerate(nodes):
+        while open_ and nodes[open_[-1]].depth >= node.depth:
+            ends[open_.pop()] = index
+        open_.append(index)
+    return ends
+
+
+def collapsed(nodes: Sequence[TreeNode], keep: int = SHOWN_CHILDREN) -> list[TreeNode]:
+    """``nodes`` with, under each node, the completed children past the first ``keep``
+    replaced by one ``… N more`` node (module docstring); depth first, as given."""
+    from little_workflow.views import TreeNode
+
+    ends = _ends(nodes)
+    # Running counts, so that a subtree's unfinished steps and steps are two subtractions.
+    unfinished, steps = [0], [0]
+    for node in nodes:
+        row = node.step
+        unfinished.append(unfinished[-1] + (row is not None and row.status != "completed"))
+        steps.append(steps[-1] + (row is not None))
+    shown: list[TreeNode] = []
+    # Per open level: [depth of its children, children shown, hidden, steps hidden].
+    levels = [[0, 0, 0, 0]]
+
+    def close(level: list[int]) -> None:
+        depth, _, hidden, hidden_steps = level
+        if hidden:
+            label = (
+                f"… {hidden:,} more ({hidden_steps:,} step{'s' if hidden_steps != 1 else ''}), "
+                "all completed: show --all lists every step"
+            )
+            shown.append(TreeNode(path="", label=label, depth=depth, step=None))
+
+    index = 0
+    while index < len(nodes):
+        node = nodes[index]
+        while levels[-1][0] > node.depth:
+            close(levels.pop())
+        level, end = levels[-1], ends[index]
+        if level[1] >= keep and unfinished[end] == unfinished[index]:
+            level[2] += 1
+            level[3] += steps[end] - steps[index]
+            index = end
+            continue
+        level[1] += 1
+        shown.append(node)
+        levels.append([node.depth + 1, 0, 0, 0])
+        index += 1
+    while levels:
+        close(levels.pop())
+    return shown
 
 
 def tree_lines(title: str, nodes: Sequence[TreeNode], style: Styler = _plain) -> Iterator[str]:

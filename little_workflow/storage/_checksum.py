@@ -145,11 +145,36 @@ def checked_records(
     Each row is checked before it is decoded, and a changed one raises before anything is
     returned, so no caller ever sees part of a log with corrupt data in it.
     """
+    # ``check_row``'s checks, inlined for the common row (the next seq, a checksum that
+    # matches); any other row goes through ``check_row`` for its error. A page of 1,000
+    # events costs 1.1 ms less this way (docs/performance.md, "One run of 100,000
+    # events"): no call per row, and the timestamp's fold computed once per append (the
+    # events of one append share their ``ts``), not once per event.
     checked = False
     records: list[RecordedEvent] = []
+    prefix = f"{run_id}\0"
+    last_ts: float | None = None
+    at = 0
+    crc32 = zlib.crc32
     for expected, row in enumerate(rows, start=max(after, 0) + 1):
-        checked = check_row(run_id, row, expected_seq=expected, checked_before=checked, where=where)
-        seq, type_name, ts, data, _ = row
+        seq, type_name, ts, data, checksum = row
+        if ts != last_ts:
+            last_ts, at = ts, time_fold(ts)
+        try:
+            raw = f"{prefix}{type_name}\0{data}".encode()
+        except UnicodeEncodeError:
+            raw = b""  # a lone surrogate: ``check_row`` hashes it as ``data_crc`` does
+        if (
+            seq != expected
+            or checksum is None
+            or not raw
+            or (crc32(raw) ^ at ^ seq ^ (seq >> 32)) & MASK != checksum
+        ):
+            checked = check_row(
+                run_id, row, expected_seq=expected, checked_before=checked, where=where
+            )
+        else:
+            checked = True
         records.append(
             RecordedEvent(
                 run_id=run_id,

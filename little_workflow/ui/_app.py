@@ -1,7 +1,9 @@
 """The UI's Starlette application: three pages (one HTML file) and a read-only JSON API.
 
 Pages: ``/`` (runs and outer loops), ``/runs/{runId}``, ``/loops/{outerLoopId}``; each
-is ``static/index.html``, whose script renders the page from the API. A run's page
+is ``static/index.html``, whose script renders the page from the API. A run's view holds
+the first page of its step tree; ``/api/runs/{runId}/steps?after=`` gives the next ones
+(``little_workflow.views._pages``), which the page loads as it is scrolled. A run's page
 follows the run through ``/api/runs/{runId}/stream``, a server-sent event stream: the
 server polls the log (a cheap ``read(after=...)``) and sends only what is new, with the
 run's view refreshed from the folded state. Rejected: a WebSocket (nothing flows from
@@ -57,6 +59,7 @@ from little_workflow.ui._security import Guard
 from little_workflow.ui._writes import send_event
 from little_workflow.views import (
     INTERRUPTED,
+    STEPS_PAGE,
     TERMINAL,
     PriceTable,
     RunReader,
@@ -68,6 +71,8 @@ __all__ = ["create_app"]
 
 STATIC = Path(__file__).resolve().parent / "static"
 _PAGE_LIMIT = 500
+#: The most nodes one page of a run's step tree may ask for.
+_STEPS_LIMIT = 5000
 _KEEPALIVE_SECONDS = 15.0
 #: How often a stream that sees no new events asks whether its run was interrupted.
 _LOOK_SECONDS = 1.0
@@ -192,6 +197,17 @@ class _Api:
         if payload is None:
             raise _not_found(f"run {run_id!r}")
         return JSONResponse(payload)
+
+    async def steps(self, request: Request) -> Response:
+        """A page of the run's step tree: the nodes after ``?after=`` (a page's ``next``:
+        the path of its last node), at most ``?limit=`` of them (``views._pages``)."""
+        run_id = validate_id(request.path_params["run_id"], what="run id")
+        limit = _int(request, "limit", STEPS_PAGE, 1, _STEPS_LIMIT)
+        tree = await self.backend.reader.tree(run_id)
+        if tree is None:
+            raise _not_found(f"run {run_id!r}")
+        nodes, following = tree.page(request.query_params.get("after"), limit)
+        return JSONResponse({"tree": nodes, "next": following, "stepCounts": tree.counts})
 
     async def events(self, request: Request) -> Response:
         run_id = validate_id(request.path_params["run_id"], what="run id")
@@ -328,6 +344,7 @@ def create_app(
         Route("/api/runs", api.runs),
         Route("/api/runs/{run_id}", api.run),
         Route("/api/runs/{run_id}/events", api.events),
+        Route("/api/runs/{run_id}/steps", api.steps),
         Route("/api/runs/{run_id}/send", api.send, methods=["POST"]),
         Route("/api/runs/{run_id}/stream", api.stream),
         Route("/api/runs/{run_id}/artifacts", api.artifacts),

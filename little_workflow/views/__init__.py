@@ -10,6 +10,7 @@ cost, what a resume replayed) is folded from the same events (``_usage``, docs/u
 
 from __future__ import annotations
 
+from little_workflow.views._pages import STEPS_PAGE, TreePages
 from little_workflow.views._prices import load_prices, parse_prices
 from little_workflow.views._read import (
     INTERRUPTED,
@@ -42,6 +43,7 @@ from little_workflow.views._usage_read import read_usage
 
 __all__ = [
     "INTERRUPTED",
+    "STEPS_PAGE",
     "TERMINAL",
     "WAITING",
     "CallUsage",
@@ -54,6 +56,7 @@ __all__ = [
     "RunView",
     "StepRow",
     "TreeNode",
+    "TreePages",
     "UsageFold",
     "UsageReport",
     "UsageTotals",

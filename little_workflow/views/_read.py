@@ -27,6 +27,8 @@ from little_workflow.errors import CorruptDataError
 from little_workflow.events import HarnessModelResponded, RecordedEvent, RunStatus
 from little_workflow.runtime import RunState, apply
 from little_workflow.storage import EventLog, PayloadLog, RunInfo
+from little_workflow.views._collector import collector_paused
+from little_workflow.views._pages import STEPS_PAGE, TreePages
 from little_workflow.views._usage import PriceTable, UsageFold, UsageReport
 
 __all__ = [
@@ -225,6 +227,11 @@ class TreeNode:
 
 def step_tree(rows: list[StepRow]) -> list[TreeNode]:
     """The rows as a tree: each path under its prefixes, children in the order they began."""
+    with collector_paused():  # a node per path: see ``_collector``
+        return _tree(rows)
+
+
+def _tree(rows: list[StepRow]) -> list[TreeNode]:
     # Plain dicts keyed by path and a loop, not a node object per prefix and a recursive
     # walk: a map of 50,000 branches is 100,000 nodes (and a deep tree no recursion limit).
     children: dict[str, list[str]] = {"": []}
@@ -407,34 +414,30 @@ class RunView:
     #: The run's own fields: input, output, failure, hashes, parent, outer loop.
     run: dict[str, Any]
     steps: list[StepRow]
+    #: ``steps`` as a tree (``step_tree``), with what its pages need.
+    tree: TreePages
     #: Harness sessions with their model and tool calls.
     sessions: list[dict[str, Any]]
     sub_runs: list[RunSummary]
     #: Model usage of the run and, in ``sub_runs``, of its sub-runs (docs/usage.md).
     usage: UsageReport
 
-    def to_json(self) -> dict[str, Any]:
-        """The view as one JSON object: ``run``, ``steps``, ``tree``, ``sessions``,
+    def to_json(self, *, steps: int = STEPS_PAGE) -> dict[str, Any]:
+        """The view as one JSON object: ``run``, the first ``steps`` nodes of ``tree``
+        (each with its step row, or ``null``) and ``treeNext`` (the cursor of the next
+        page, ``TreePages.page``), ``stepCounts`` (rows by status), ``sessions``,
         ``subRuns``, ``usage``."""
-        steps = [row.to_json() for row in self.steps]
-        # Each row's JSON made once, for the list and for its node of the tree.
-        by_path = {row.path: json for row, json in zip(self.steps, steps, strict=True)}
-        return {
-            "run": {**self.summary.to_json(), **self.run},
-            "steps": steps,
-            "tree": [
-                {
-                    "path": node.path,
-                    "label": node.label,
-                    "depth": node.depth,
-                    "step": None if node.step is None else by_path[node.step.path],
-                }
-                for node in step_tree(self.steps)
-            ],
-            "sessions": self.sessions,
-            "subRuns": [sub.to_json() for sub in self.sub_runs],
-            "usage": self.usage.to_json(),
-        }
+        with collector_paused():
+            tree, following = self.tree.page(None, steps)
+            return {
+                "run": {**self.summary.to_json(), **self.run},
+                "tree": tree,
+                "treeNext": following,
+                "stepCounts": self.tree.counts,
+                "sessions": self.sessions,
+                "subRuns": [sub.to_json() for sub in self.sub_runs],
+                "usage": self.usage.to_json(),
+            }
 
 
 def _run_fields(state: RunState) -> dict[str, Any]:
@@ -517,6 +520,10 @@ class RunReader:
         self._payloads = log if isinstance(log, PayloadLog) else None
         self._interrupted = interrupted
         self._waiting = waiting
+        #: The step rows (payloads resolved) and tree of the latest runs viewed, with the
+        #: last seq they were built at: a page of a run's tree, or its view again with
+        #: nothing new, builds neither again (a run of 100,000 events: about 0.5 s).
+        self._trees: OrderedDict[str, tuple[int, list[StepRow], TreePages]] = OrderedDict()
 
     async def state(self, run_id: str) -> RunState:
         """The run's folded state, reading only the events past the cached state.
@@ -531,19 +538,20 @@ class RunReader:
         if usage is None or usage.last_seq != state.last_seq:
             state, usage = RunState(run_id=run_id), UsageFold(run_id)
         read = self.log.read if self._payloads is None else self._payloads.read_stored
-        while True:
-            # A page at a time: what is held is the folded state (a record per step) and
-            # one page of events, not every event of a long run at once.
-            page = await read(run_id, after=state.last_seq, limit=FOLD_PAGE)
-            for record in page:
-                apply(state, record)
-                usage.add(
-                    await self._with_response(record)
-                    if isinstance(record.event, HarnessModelResponded)
-                    else record
-                )
-            if len(page) < FOLD_PAGE:
-                break
+        with collector_paused():
+            while True:
+                # A page at a time: what is held is the folded state (a record per step)
+                # and one page of events, not every event of a long run at once.
+                page = await read(run_id, after=state.last_seq, limit=FOLD_PAGE)
+                for record in page:
+                    apply(state, record)
+                    usage.add(
+                        await self._with_response(record)
+                        if isinstance(record.event, HarnessModelResponded)
+                        else record
+                    )
+                if len(page) < FOLD_PAGE:
+                    break
         if state.last_seq == 0:
             raise CorruptDataError(f"run {run_id!r} has no events")
         self._states[run_id] = state
@@ -674,6 +682,10 @@ class RunReader:
 
     async def view(self, run_id: str) -> RunView | None:
         """Everything about one run, or ``None`` if the log has no such run."""
+        with collector_paused():  # a row per step: see ``_collector``
+            return await self._view(run_id)
+
+    async def _view(self, run_id: str) -> RunView | None:
         info = await self.log.get_run(run_id)
         if info is None:
             return None
@@ -681,9 +693,10 @@ class RunReader:
         children = await self.log.list_runs(parent_run_id=run_id)
         interrupted = await self.interruptions([info, *children])
         waits = await self.waits([info, *children])
-        run, steps, sessions = _run_fields(state), step_rows(state), _sessions(state)
+        run, sessions = _run_fields(state), _sessions(state)
         if self._payloads is not None:
-            run, steps, sessions = await _resolved(run, steps, sessions, self._payloads.resolve)
+            run, sessions = await _resolved(run, sessions, self._payloads.resolve)
+        steps, tree = await self._tree(state)
         usage = await self.usage(run_id)
         return RunView(
             summary=_summary(
@@ -691,6 +704,7 @@ class RunReader:
             ),
             run=run,
             steps=steps,
+            tree=tree,
             sessions=sessions,
             sub_runs=[
                 await self._summarize(child, interrupted.get(child.run_id), waits.get(child.run_id))
@@ -699,21 +713,51 @@ class RunReader:
             usage=usage,
         )
 
+    async def tree(self, run_id: str) -> TreePages | None:
+        """The run's step tree, to page through; ``None`` if the log has no such run."""
+        if await self.log.get_run(run_id) is None:
+            return None
+        with collector_paused():
+            return (await self._tree(await self.state(run_id)))[1]
+
+    async def _tree(self, state: RunState) -> tuple[list[StepRow], TreePages]:
+        """The run's step rows, payloads resolved, and their tree: cached per last seq."""
+        run_id = state.run_id
+        cached = self._trees.pop(run_id, None)
+        if cached is None or cached[0] != state.last_seq:
+            steps = step_rows(state)
+            if self._payloads is not None:
+                steps = await _resolved_steps(steps, self._payloads.resolve)
+            cached = (state.last_seq, steps, TreePages(steps))
+        self._trees[run_id] = cached
+        while len(self._trees) > _TREES_KEPT:
+            self._trees.popitem(last=False)
+        return cached[1], cached[2]
+
+
+#: Runs whose step rows and tree a reader keeps (the run pages open now, most likely).
+_TREES_KEPT: Final = 4
+
+
+async def _resolved_steps(
+    steps: list[StepRow], resolve: Callable[[JsonValue], Awaitable[JsonValue]]
+) -> list[StepRow]:
+    """The rows' outputs as values (a row is new only where its output was a reference)."""
+    resolved = []
+    for row in steps:
+        output = await resolve(row.output)
+        resolved.append(row if output is row.output else replace(row, output=output))
+    return resolved
+
 
 async def _resolved(
     run: dict[str, Any],
-    steps: list[StepRow],
     sessions: list[dict[str, Any]],
     resolve: Callable[[JsonValue], Awaitable[JsonValue]],
-) -> tuple[dict[str, Any], list[StepRow], list[dict[str, Any]]]:
-    """A view's payloads as values: the only place a run's page reads blobs."""
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """A view's payloads as values: with ``_resolved_steps``, the only place a run's page
+    reads blobs."""
     run = {**run, "input": await resolve(run["input"]), "output": await resolve(run["output"])}
-    resolved_steps = []
-    for row in steps:
-        output = await resolve(row.output)
-        # A new row only for an output that was a reference: most are values already.
-        resolved_steps.append(row if output is row.output else replace(row, output=output))
-    steps = resolved_steps
     resolved_sessions = []
     for session in sessions:
         calls = []
@@ -726,4 +770,4 @@ async def _resolved(
         resolved_sessions.append(
             {**session, "output": await resolve(session["output"]), "calls": calls}
         )
-    return run, steps, resolved_sessions
+    return run, resolved_sessions

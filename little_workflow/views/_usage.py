@@ -384,6 +384,10 @@ def _manifest_model(manifest: Mapping[str, JsonValue], role: str) -> str | None:
     return model if isinstance(model, str) else None
 
 
+#: The event types ``UsageFold.add`` reads beside the lifecycle ones.
+_FOLDED = frozenset({HarnessSessionStarted, HarnessModelCalled, HarnessModelResponded})
+
+
 class UsageFold:
     """The usage fold kept open: ``add`` each event in log order, ``report`` any time.
 
@@ -404,6 +408,8 @@ class UsageFold:
         """Fold one event (any type; the ones usage does not need are skipped)."""
         self.last_seq = record.seq
         event = record.event
+        if event.RUN_STATUS is None and type(event) not in _FOLDED:
+            return  # a step's events, most of a long run: one test, not five
         match event:
             case RunStarted():
                 self._passes.append((1, "start", record.ts))

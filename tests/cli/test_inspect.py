@@ -147,3 +147,30 @@ def test_runs_pages_with_before_the_last_run_shown(tmp_path: Path) -> None:
     hostile = cli(data, "runs", "--before", "../etc")
     assert hostile.returncode != 0
     assert "run id" in hostile.stderr
+
+
+def test_show_summarizes_a_long_tree_but_draws_what_failed_and_all_with_all(
+    tmp_path: Path,
+) -> None:
+    data = tmp_path / "data"
+    wide = Path(__file__).resolve().parent / "flows" / "wide.yaml"
+    items = json.dumps({"items": list(range(70)), "fail": 60})
+    done = cli(data, "run", str(wide), "--input", items, "--run-id", "run_wide")
+    assert done.returncode != 0
+    steps = json.loads(cli(data, "show", "run_wide", "--json").stdout)["steps"]
+    branches = [step for step in steps if step["path"].startswith("fan[")]
+    completed = [step for step in branches if step["status"] == "completed"]
+    assert len(completed) > 50  # more than show draws under one node
+    assert {step["status"] for step in branches} - {"completed"} == {"failed"}
+    shown = cli(data, "show", "run_wide").stdout
+    assert "├── [49]" in shown
+    assert "[50]\n" not in shown
+    assert "[60]\n" in shown  # failed: drawn past the limit
+    assert "branch 60 fails" in shown
+    hidden = len(completed) - 50
+    more = f"… {hidden} more ({hidden} steps), all completed: show --all lists every step"
+    assert more in shown
+    every = cli(data, "show", "run_wide", "--all").stdout
+    assert "more (" not in every
+    assert every.count("  execute  ") == len(branches)
+    assert shown.count("  execute  ") == 51

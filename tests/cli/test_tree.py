@@ -8,7 +8,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.tree import Tree
 
-from little_workflow.cli._tree import print_tree, tree_lines
+from little_workflow.cli._tree import collapsed, print_tree, tree_lines
 from little_workflow.views import StepRow, TreeNode, step_tree
 
 
@@ -98,3 +98,42 @@ def test_step_tree_puts_each_path_under_its_prefixes_in_the_order_they_began() -
         (2, "w", True),
     ]
     assert [node.path for node in step_tree(rows)][:4] == ["fetch", "m", "m[a]", "m[a].s"]
+
+
+def _labels(nodes: list[TreeNode]) -> list[tuple[int, str]]:
+    return [(node.depth, node.label) for node in nodes]
+
+
+def test_a_long_tree_is_collapsed_under_each_node_but_never_a_step_that_did_not_complete() -> None:
+    rows = [_row("fetch")]
+    rows += [_row(f"m[{i}].s", "failed" if i == 7 else "completed", "boom: x") for i in range(10)]
+    rows += [_row("m[10].s", "running"), _row("m[11].s"), _row("m[12].s"), _row("last")]
+    shown = collapsed(step_tree(rows), keep=3)
+    assert _labels(shown) == [
+        (0, "fetch"),
+        (0, "m"),
+        *[(depth, label) for i in range(3) for depth, label in ((1, f"[{i}]"), (2, "s"))],
+        (1, "[7]"),  # failed: shown wherever it is
+        (2, "s"),
+        (1, "[10]"),  # running: shown too
+        (2, "s"),
+        (1, "… 8 more (8 steps), all completed: show --all lists every step"),
+        (0, "last"),
+    ]
+    lines = list(tree_lines("run_t  flow  failed", shown))
+    assert lines[-2] == "│   └── … 8 more (8 steps), all completed: show --all lists every step"
+    assert lines[-1].startswith("└── last  execute")
+    # Under the limit, nothing changes.
+    assert collapsed(step_tree(rows), keep=13) == step_tree(rows)
+    assert collapsed(step_tree(ROWS)) == step_tree(ROWS)
+
+
+def test_a_collapsed_tree_counts_the_steps_of_the_subtrees_it_hides() -> None:
+    rows = [_row(f"m[{i}].{step}") for i in range(4) for step in ("s", "t")]
+    rows += [_row(f"top{i}") for i in range(3)]
+    shown = collapsed(step_tree(rows), keep=2)
+    assert _labels(shown)[-3:] == [
+        (1, "… 2 more (4 steps), all completed: show --all lists every step"),
+        (0, "top0"),
+        (0, "… 2 more (2 steps), all completed: show --all lists every step"),
+    ]

@@ -105,7 +105,10 @@ async def test_a_run_has_its_summary_step_tree_and_sub_runs(
     assert run["output"] == facts["review_output"]
     assert run["input"] == {"query": "staff"}
     assert run["failure"] is None
-    steps = {step["path"]: step for step in view["steps"]}
+    assert "steps" not in view  # each row is sent once: in its node of the tree
+    steps = {node["path"]: node["step"] for node in view["tree"] if node["step"] is not None}
+    assert view["treeNext"] is None  # the whole tree fits in the first page
+    assert view["stepCounts"] == {"completed": len(steps)}
     assert steps["judge.visit[0]"]["route"] == "revise"
     assert steps["fetch"]["output"]["query"] == "staff"
     tree = [(node["depth"], node["label"], node["step"] is None) for node in view["tree"]]

@@ -407,3 +407,35 @@ def test_a_run_page_shows_an_answer_as_it_streams_in(
         finally:
             _, err = run.communicate(timeout=120)
     assert run.returncode == 0, err
+
+
+def test_a_long_step_tree_loads_a_page_at_a_time_as_it_is_scrolled(
+    server: tuple[Path, str], browser: Any
+) -> None:
+    data, base = server
+    wide = Path(__file__).resolve().parents[1] / "cli" / "flows" / "wide.yaml"
+    items = json.dumps({"items": list(range(300)), "fail": -1})
+    done = cli(data, "run", str(wide), "--input", items, "--run-id", "run_wide")
+    assert done.returncode == 0, done.stderr
+    page, problems = _page(browser)
+    page.goto(f"{base}/runs/run_wide")
+    _step(page, "fan[0].s", "completed").wait_for()
+    rows = page.locator("#steps .tree-row")
+    # The first page: the map, then a node per branch and one per step, 500 in all.
+    assert rows.count() == 500
+    assert _step(page, "fan[299].s", "completed").count() == 0
+    view = page.request.get(f"{base}/api/runs/run_wide").json()
+    steps = sum(view["stepCounts"].values())
+    assert steps == 301  # the map and its 300 branches' steps
+    more = page.locator("#steps-more")
+    assert more.inner_text() == f"Show more steps (250 of {steps} shown)"
+    assert (
+        page.locator("#steps").locator("xpath=..").locator("..").inner_text().count(f"{steps} done")
+        == 1
+    )
+    more.scroll_into_view_if_needed()  # in view: the next page loads by itself
+    _step(page, "fan[299].s", "completed").wait_for()
+    assert rows.count() == 601
+    assert page.locator("#steps-more").count() == 0  # the last page: nothing more to load
+    _shoot(page, "long-tree")
+    assert problems == []

@@ -257,6 +257,7 @@
     };
     const timeline = h("div", { class: "timeline-scroll" }, slots.events);
     const answers = liveAnswers(runId, page, slots);
+    const steps = stepPages(runId, page, slots, () => answers.place());
     main.replaceChildren(
       slots.head, slots.failure,
       h("div", { class: "columns" },
@@ -278,16 +279,9 @@
       once("head", [run, Math.floor(Date.now() / 60000)], () => slots.head.replaceChildren(...runHead(run)));
       once("failure", [run.failure, run.interruption, run.waiting], () => slots.failure.replaceChildren(
         run.failure ? failureBox(run) : run.waiting ? waitingBox(run) : run.interruption ? interruptedBox(run) : ""));
-      once("steps", [payload.tree, run.status], () => {
-        const count = (status) => payload.steps.filter((s) => stepStatus(s, run) === status).length;
-        slots.stepsCount.textContent = [
-          `${count("completed")} done`,
-          count("running") ? `${count("running")} running` : "",
-          count("interrupted") ? `${count("interrupted")} interrupted` : "",
-          count("failed") ? `${count("failed")} failed` : "",
-        ].filter(Boolean).join(" · ");
-        slots.steps.replaceChildren(...stepTree(payload.tree, page, run));
-        if (!payload.tree.length) slots.steps.replaceChildren(message("No step has started yet."));
+      once("steps", [payload.tree, payload.treeNext, payload.stepCounts, run.status], () => {
+        slots.stepsCount.textContent = stepCountsText(payload.stepCounts, run);
+        steps.first(payload.tree, payload.treeNext);
       });
       answers.place();
       once("usage", payload.usage, () => slots.usage.replaceChildren(
@@ -345,6 +339,113 @@
     });
   }
 
+  // --- the step tree, a page at a time ---------------------------------------------
+
+  // A run's view holds the first page of its step tree; the next ones come from
+  // /api/runs/{id}/steps?after=<the last path shown>, when the "more" row at the end of
+  // the tree scrolls into view (or is clicked). A live update redraws the first page
+  // and reads again the pages loaded after it, so what was shown stays shown.
+  function stepPages(runId, page, slots, placed) {
+    const base = `/api/runs/${encodeURIComponent(runId)}/steps`;
+    let head = [];           // the first page, as the latest view had it
+    let extra = [];          // the nodes of the pages loaded after it
+    let next = null;         // where the page after the last one loaded starts
+    let generation = 0;      // a redraw started later wins over a read still going
+    let loading = false;
+    page.tree = [];
+    const more = h("button", { type: "button", class: "more", id: "steps-more" }, "Show more steps");
+    more.addEventListener("click", () => loadMore());
+    const observer = typeof IntersectionObserver === "function"
+      ? new IntersectionObserver((entries) => {
+        if (entries.some((e) => e.isIntersecting)) loadMore();
+      })
+      : null;
+    if (observer) observer.observe(more);
+
+    function draw() {
+      page.tree = head.concat(extra);
+      const run = page.payload.run;
+      if (!page.tree.length) {
+        slots.steps.replaceChildren(message("No step has started yet."));
+      } else {
+        slots.steps.replaceChildren(...stepTree(page.tree, page, run));
+      }
+      if (next !== null) {
+        const shown = page.tree.filter((n) => n.step).length;
+        more.textContent = `Show more steps (${shown} of ${countAll(page.payload.stepCounts)} shown)`;
+        more.disabled = loading;
+        slots.steps.append(more);
+      }
+      placed();
+    }
+
+    async function read(after, limit) {
+      const query = new URLSearchParams({ after, limit: String(limit) });
+      return api(`${base}?${query}`);
+    }
+
+    async function redraw(tree, treeNext) {
+      const mine = (generation += 1);
+      head = tree;
+      const wanted = extra.length;
+      if (!wanted || treeNext === null) {
+        extra = [];
+        next = treeNext;
+        draw();
+        return;
+      }
+      // Pages were loaded after the first one: read as many nodes again, then draw.
+      const nodes = [];
+      let after = treeNext;
+      while (after !== null && nodes.length < wanted) {
+        const found = await read(after, Math.min(5000, wanted - nodes.length));
+        if (mine !== generation) return;
+        nodes.push(...found.tree);
+        after = found.next;
+      }
+      extra = nodes;
+      next = after;
+      draw();
+    }
+
+    async function loadMore() {
+      if (loading || next === null) return;
+      loading = true;
+      more.disabled = true;
+      const mine = generation;
+      try {
+        const found = await read(next, 500);
+        if (mine !== generation) return;
+        extra = extra.concat(found.tree);
+        next = found.next;
+      } finally {
+        loading = false;
+        if (mine === generation) draw();
+      }
+    }
+
+    return {
+      first(tree, treeNext) {
+        redraw(tree, treeNext).catch((error) => slots.steps.append(
+          h("div", { class: "callout error" }, String(error.message))));
+      },
+    };
+  }
+
+  const countAll = (counts) => Object.values(counts).reduce((a, b) => a + b, 0);
+
+  function stepCountsText(counts, run) {
+    // An unfinished step of an interrupted run is interrupted, as its row says.
+    const running = counts.running || 0;
+    const stopped = run.status === "interrupted";
+    return [
+      `${counts.completed || 0} done`,
+      running && !stopped ? `${running} running` : "",
+      running && stopped ? `${running} interrupted` : "",
+      counts.failed ? `${counts.failed} failed` : "",
+    ].filter(Boolean).join(" · ");
+  }
+
   // --- model answers streaming in ---------------------------------------------------
 
   // The answers of the model calls that stream now (the stream's "delta" messages, sent
@@ -368,8 +469,8 @@
       // A sub-run's call (or a sub-run's sub-run's): under the step that started the
       // sub-run of this run it descends from.
       const child = call.lineage[call.lineage.indexOf(runId) + 1];
-      const step = payload.steps.find((s) => s.subRunId === child);
-      return step ? step.path : null;
+      const node = page.tree.find((n) => n.step && n.step.subRunId === child);
+      return node ? node.path : null;
     }
 
     function place() {
@@ -598,18 +699,9 @@
   const stepStatus = (step, run) =>
     step.status === "running" && run.status === "interrupted" ? "interrupted" : step.status;
 
-  // A branch or visit group has no step of its own: it shows the worst state below it.
-  function groupStatus(tree, index, run) {
-    const depth = tree[index].depth;
-    let status = "completed";
-    for (let i = index + 1; i < tree.length && tree[i].depth > depth; i += 1) {
-      const step = tree[i].step;
-      if (!step) continue;
-      if (step.status === "failed") return "failed";
-      if (step.status === "running") status = stepStatus(step, run);
-    }
-    return status;
-  }
+  // A branch or visit group has no step of its own: it shows the worst state below it,
+  // which the server works out (the steps below may be on pages not loaded yet).
+  const groupStatus = (node, run) => stepStatus({ status: node.status }, run);
 
   function details(key, page, summary, body, extra) {
     const node = h("details", { class: extra || "", open: page.open.has(key), dataset: { key } },
@@ -624,12 +716,12 @@
   function stepTree(tree, page, run) {
     // In a run that is not going on, an unfinished step's time ends with the run's last event.
     const until = (step) => step.endedAt || (run.status === "running" ? null : run.updatedAt);
-    return tree.map((node, index) => {
+    return tree.map((node) => {
       const step = node.step;
       const guides = h("span", { class: "guides", dataset: { depth: String(node.depth) } });
       guides.style.width = `${node.depth * 18}px`;
       if (!step) {
-        const status = groupStatus(tree, index, run);
+        const status = groupStatus(node, run);
         return h("div", { class: "tree-row group", dataset: { path: node.path, status } }, guides,
           dot(status), h("span", { class: "step-label mono" }, node.label),
           h("span", { class: "kind" }, node.label.startsWith("[") ? "branch" : "visits"));

@@ -71,3 +71,10 @@ def flaky(topic: str) -> str:
     if not Path(os.environ["LW_TEST_FIXED"]).exists():
         raise ValueError(f"the {topic} service is down")
     return f"fixed {topic}"
+
+
+def fail_at(index: int, fail: int) -> int:
+    """``index``, or a ``ValueError`` when it is ``fail``."""
+    if index == fail:
+        raise ValueError(f"branch {index} fails")
+    return index
