@@ -11,6 +11,8 @@ from __future__ import annotations
 import ast
 import importlib
 import json
+import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -19,6 +21,8 @@ import pytest
 
 import little_workflow
 from little_workflow.cli._main import COMMANDS
+
+REPO = Path(__file__).resolve().parents[1]
 
 #: Third-party packages only some commands or backends need.
 HEAVY = (
@@ -38,10 +42,12 @@ HEAVY = (
 #: Packages whose ``__init__`` re-exports lazily (``little_workflow._lazy``).
 LAZY_PACKAGES = (
     "little_workflow",
+    "little_workflow.durable",
     "little_workflow.harness",
     "little_workflow.harness.models",
     "little_workflow.platform",
     "little_workflow.platform.ipc",
+    "little_workflow.runtime",
     "little_workflow.storage",
     "little_workflow.testing",
 )
@@ -82,7 +88,7 @@ def test_the_runtime_imports_no_harness_transport_or_yaml() -> None:
         assert module not in modules, module
 
 
-def _imported_by_cli(*args: str) -> list[str]:
+def _imported_by_cli(*args: str, env: dict[str, str] | None = None) -> list[str]:
     # What `python -m little_workflow ARGS` imports: `runpy.run_module` is what `-m` does
     # (`-X importtime` would not do: it misses `importlib.import_module`, which is how the
     # lazy group imports a command). The list goes to stderr, after the command's output.
@@ -96,7 +102,12 @@ def _imported_by_cli(*args: str) -> list[str]:
         "sys.stderr.write('\\n' + json.dumps(sorted(sys.modules)))\n"
     )
     done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+        env=env,
     )
     modules: list[str] = json.loads(done.stderr.splitlines()[-1])
     return modules
@@ -118,6 +129,75 @@ def test_cli_help_imports_no_runtime_and_no_pydantic() -> None:
         "little_workflow.cli._group",
         "little_workflow.cli._main",
     ]
+
+
+_KILLING_STEP = """\
+import os, signal
+
+async def step(index: int) -> dict[str, int]:
+    if index == int(os.environ.get("KILL_AT", "-1")):
+        os.kill(os.getpid(), signal.SIGKILL)
+    return {"index": index}
+"""
+
+#: What a resume of a run of ``execute`` steps does not touch, made lazy for issue 23
+#: (``bench/cli_resume.py``): the code-first API, the services the facade only
+#: delegates to, the harness's slots and model types, the checkpoint and ledger models,
+#: the agents' artifact and memory tools, the views and the UI.
+_NOT_FOR_A_RESUME = (
+    "little_workflow.artifacts._tools",
+    "little_workflow.durable._checkpoints",
+    "little_workflow.durable._ledger",
+    "little_workflow.harness._slots",
+    "little_workflow.harness.models",
+    "little_workflow.memory._tools",
+    "little_workflow.runtime._ask_user",
+    "little_workflow.runtime._code_api",
+    "little_workflow.runtime._code_program",
+    "little_workflow.runtime._code_run",
+    "little_workflow.runtime._input_check",
+    "little_workflow.runtime._liveness",
+    "little_workflow.runtime._model_limits",
+    "little_workflow.runtime._outer",
+    "little_workflow.runtime._queues",
+    "little_workflow.runtime._schedules",
+    "little_workflow.runtime._stuck",
+    "little_workflow.runtime._worker",
+    "little_workflow.ui",
+    "little_workflow.views",
+)
+
+
+def test_a_cli_resume_of_a_killed_run_imports_only_what_it_runs(tmp_path: Path) -> None:
+    (tmp_path / "killing_steps.py").write_text(_KILLING_STEP)
+    steps: list[dict[str, object]] = [
+        {"id": f"s{i}", "kind": "execute", "fn": "killing_steps:step", "with": {"index": i}}
+        for i in range(6)
+    ]
+    steps.append({"id": "out", "kind": "output", "value": "${steps.s5.output}"})
+    workflow = tmp_path / "chain.json"
+    workflow.write_text(json.dumps({"lwir": 1, "name": "chain", "steps": steps}))
+    data = str(tmp_path / "data")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(REPO)])}
+    run = ["run", str(workflow), "--run-id", "killed"]
+    killed = subprocess.run(
+        [sys.executable, "-m", "little_workflow", "--data-dir", data, *run],
+        env={**env, "KILL_AT": "3"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    modules = _imported_by_cli("--data-dir", data, "resume", "killed", env=env)
+    # The measurement saw a real resume: the runtime, the SQLite store, the step module.
+    for module in ("little_workflow.runtime._runtime", "little_workflow.storage._sqlite"):
+        assert module in modules, module
+    assert "killing_steps" in modules
+    assert _top_level(modules, tuple(name for name in HEAVY if name != "click")) == []
+    assert "croniter" not in modules
+    for module in modules:
+        assert not module.startswith(_NOT_FOR_A_RESUME), module
 
 
 @pytest.mark.parametrize("command", sorted(COMMANDS))

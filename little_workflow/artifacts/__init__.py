@@ -8,19 +8,42 @@ atomically, content first. Inside a run a step gets the store bound to it as
 
 from __future__ import annotations
 
-from little_workflow.artifacts._manifest import (
-    ArtifactManifest,
-    artifact_id_for,
-    validate_artifact_name,
-)
-from little_workflow.artifacts._scoped import StepArtifacts
-from little_workflow.artifacts._store import ArtifactStore
-from little_workflow.artifacts._tools import (
-    ARTIFACT_TOOLS,
-    list_artifacts,
-    read_artifact,
-    write_artifact,
-)
+from typing import TYPE_CHECKING
+
+from little_workflow._lazy import lazy_exports
+
+# Imported on first use (``little_workflow._lazy``): a run needs the store, not the
+# agents' artifact tools.
+if TYPE_CHECKING:
+    from little_workflow.artifacts._manifest import (
+        ArtifactManifest,
+        artifact_id_for,
+        validate_artifact_name,
+    )
+    from little_workflow.artifacts._scoped import StepArtifacts
+    from little_workflow.artifacts._store import ArtifactStore
+    from little_workflow.artifacts._tools import (
+        ARTIFACT_TOOLS,
+        list_artifacts,
+        read_artifact,
+        write_artifact,
+    )
+
+_EXPORTS: dict[str, tuple[str, ...]] = {
+    "little_workflow.artifacts._manifest": (
+        "ArtifactManifest",
+        "artifact_id_for",
+        "validate_artifact_name",
+    ),
+    "little_workflow.artifacts._scoped": ("StepArtifacts",),
+    "little_workflow.artifacts._store": ("ArtifactStore",),
+    "little_workflow.artifacts._tools": (
+        "ARTIFACT_TOOLS",
+        "list_artifacts",
+        "read_artifact",
+        "write_artifact",
+    ),
+}
 
 __all__ = [
     "ARTIFACT_TOOLS",
@@ -33,3 +56,7 @@ __all__ = [
     "validate_artifact_name",
     "write_artifact",
 ]
+
+# Hidden from type checkers, which then flag a name not imported above.
+if not TYPE_CHECKING:
+    __getattr__, __dir__ = lazy_exports(__name__, globals(), _EXPORTS)

@@ -8,9 +8,22 @@ offer it to agents.
 
 from __future__ import annotations
 
-from little_workflow.memory._open import MEMORY_PREFIX, open_memory
-from little_workflow.memory._store import MemoryEntry, MemoryStore
-from little_workflow.memory._tools import MEMORY_TOOLS, forget, recall, remember
+from typing import TYPE_CHECKING
+
+from little_workflow._lazy import lazy_exports
+
+# Imported on first use (``little_workflow._lazy``): a run needs the store, not the
+# agents' memory tools.
+if TYPE_CHECKING:
+    from little_workflow.memory._open import MEMORY_PREFIX, open_memory
+    from little_workflow.memory._store import MemoryEntry, MemoryStore
+    from little_workflow.memory._tools import MEMORY_TOOLS, forget, recall, remember
+
+_EXPORTS: dict[str, tuple[str, ...]] = {
+    "little_workflow.memory._open": ("MEMORY_PREFIX", "open_memory"),
+    "little_workflow.memory._store": ("MemoryEntry", "MemoryStore"),
+    "little_workflow.memory._tools": ("MEMORY_TOOLS", "forget", "recall", "remember"),
+}
 
 __all__ = [
     "MEMORY_PREFIX",
@@ -22,3 +35,7 @@ __all__ = [
     "recall",
     "remember",
 ]
+
+# Hidden from type checkers, which then flag a name not imported above.
+if not TYPE_CHECKING:
+    __getattr__, __dir__ = lazy_exports(__name__, globals(), _EXPORTS)

@@ -24,20 +24,17 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any
 
-from pydantic import Field, TypeAdapter, ValidationError
+from pydantic import ValidationError
 
 from little_workflow.artifacts import StepArtifacts
 from little_workflow.codec import JsonValue
 from little_workflow.errors import ConfigError, InvalidValueError, StorageError, ToolArgumentsError
 from little_workflow.events import HarnessSessionCompleted, HarnessSessionStarted
 from little_workflow.harness._manifest import drift_error, manifest_hash
-from little_workflow.harness.models import FilePart, ImagePart, ResponseFormat
 from little_workflow.ids import new_id
 from little_workflow.lwir import AgentStep, DecisionStep, FixerPolicy, StepBase
-from little_workflow.runtime._ask_user import ask_user_hook, ask_user_tool
 from little_workflow.runtime._core import Arguments, DurableRun, Site, StepUnit
 from little_workflow.runtime._host import RunHost, SubRunner
-from little_workflow.runtime._model_limits import limited_slots
 from little_workflow.runtime._sessions import SessionRecorder, session_manifest, session_slot
 from little_workflow.runtime._state import RunState
 from little_workflow.runtime._waits import ASK_USER
@@ -47,13 +44,18 @@ from little_workflow.storage._dirs import make_private_dirs
 # The harness (agent graphs, tools, model messages, with their pydantic models) and
 # ``_planner`` are imported inside the functions that run a session: ``_lwir_walk``
 # imports this module, and a run without agent steps (most resumes) should not pay
-# ~25 ms of imports for them.
+# ~25 ms of imports for them. So are the model message types, the model-call limits and
+# ask_user (with the harness's model clients behind them): a resume through the CLI of a
+# run of ``execute`` steps imports none of the harness (``tests/test_lazy_imports.py``).
 if TYPE_CHECKING:
     from pathlib import Path
+
+    from pydantic import TypeAdapter
 
     from little_workflow.harness._graph import GraphStep
     from little_workflow.harness._harness import ToolHook, Toolset
     from little_workflow.harness._tools import Tool
+    from little_workflow.harness.models import FilePart, ImagePart, ResponseFormat
 
 __all__ = [
     "START_WORKFLOW",
@@ -161,6 +163,7 @@ async def run_session(
     the drift check at resume and this one agree.
     """
     from little_workflow.harness._harness import AgentHarness
+    from little_workflow.runtime._model_limits import limited_slots
 
     runtime = session.host
     execution = session.run
@@ -206,11 +209,17 @@ async def run_session(
 @functools.cache
 def _media() -> TypeAdapter[ImagePart | FilePart]:
     # Built on first use: the part models' schemas are deferred (see ``little_workflow.events``).
+    from pydantic import Field, TypeAdapter
+
+    from little_workflow.harness.models import FilePart, ImagePart
+
     return TypeAdapter(Annotated[ImagePart | FilePart, Field(discriminator="type")])
 
 
 def attachment_part(value: object, where: str) -> ImagePart | FilePart:
     """The image or file part an agent step's rendered attachment stands for."""
+    from little_workflow.harness.models import FilePart, ImagePart
+
     if isinstance(value, ImagePart | FilePart):
         return value
     try:
@@ -337,6 +346,8 @@ def output_format(step: AgentStep) -> ResponseFormat | None:
     Not strict: OpenAI's strict mode refuses most schemas as people write them (every
     property required, no additional ones); the answer is validated here either way.
     """
+    from little_workflow.harness.models import ResponseFormat
+
     if step.output_schema is None:
         return None
     title = step.output_schema.get("title")
@@ -357,6 +368,7 @@ async def run_agent_step(
     """
     from little_workflow.harness._agent import agent
     from little_workflow.harness._harness import Toolset
+    from little_workflow.runtime._ask_user import ask_user_hook, ask_user_tool
     from little_workflow.runtime._planner import (
         parse_json_answer,
         planner_graph,

@@ -28,6 +28,7 @@ from pydantic import BaseModel
 from little_workflow.errors import ConfigError, InvalidStepPathError
 from little_workflow.lwir import RetryPolicy
 from little_workflow.lwir._models import check_json_schema
+from little_workflow.runtime._state import CODE_VERSION_PREFIX
 
 __all__ = [
     "CODE_VERSION_PREFIX",
@@ -49,8 +50,6 @@ __all__ = [
 F = TypeVar("F", bound=Callable[..., Any])
 W = TypeVar("W", bound=Callable[..., Coroutine[Any, Any, Any]])
 
-#: A code-first run's ``workflowVersionId`` is this prefix and the qualified name.
-CODE_VERSION_PREFIX = "code:"
 _STEP_ATTRIBUTE = "__little_workflow_step__"
 _WORKFLOW_ATTRIBUTE = "__little_workflow_workflow__"
 _NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")

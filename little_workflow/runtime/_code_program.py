@@ -41,7 +41,7 @@ from little_workflow.runtime._input_types import check_code_input
 from little_workflow.runtime._launch import FrontEnd, Launcher, RunResult
 from little_workflow.runtime._queues import check_queue
 from little_workflow.runtime._run_lock import locked
-from little_workflow.runtime._state import RunState, read_state
+from little_workflow.runtime._state import RunState, is_code_run, read_state
 from little_workflow.runtime._workflows import WorkflowVersion
 from little_workflow.storage import DEFAULT_QUEUE, RunQueue
 
@@ -93,11 +93,6 @@ def code_workflow(workflow: object) -> Callable[..., Any] | None:
     ):
         return load_workflow_function(workflow)
     return None
-
-
-def is_code_run(state: RunState) -> bool:
-    """Whether ``state`` is a run of a code-first workflow."""
-    return state.workflow_version_id.startswith(CODE_VERSION_PREFIX)
 
 
 def load_code_program(host: CodeHost, state: RunState) -> CodeProgram:

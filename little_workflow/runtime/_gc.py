@@ -64,7 +64,6 @@ from little_workflow.events import (
     SubRunStarted,
 )
 from little_workflow.runtime._cancel import CANCEL_PREFIX, CancelRequest, cancel_key
-from little_workflow.runtime._outer import manifest_path, read_manifest
 from little_workflow.runtime._run_lock import RunLock
 from little_workflow.storage import PayloadRef, RunInfo, payload_refs, referenced_digests
 
@@ -335,6 +334,10 @@ class _Collection:
 
     def _loop_holds(self, loop_id: str) -> str | None:
         """Why the cycles of ``loop_id`` must stay, or ``None`` if the loop is finished."""
+        # Here, not at the top: ``Runtime`` imports this module for ``FINISHED``, and a
+        # process that never collects (a resume) need not build the outer-loop models.
+        from little_workflow.runtime._outer import manifest_path, read_manifest
+
         try:
             manifest = read_manifest(manifest_path(self.runtime, loop_id))
         except CorruptDataError:

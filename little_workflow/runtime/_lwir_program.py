@@ -20,7 +20,6 @@ from little_workflow.codec import JsonValue, sha256_digest
 from little_workflow.errors import ConfigError, LittleWorkflowError
 from little_workflow.events import RunStarted, RunStatus
 from little_workflow.harness._manifest import drift_error, manifest_hash
-from little_workflow.harness._slots import resolve_slot
 from little_workflow.ids import new_id, validate_id
 from little_workflow.lwir import (
     AgentStep,
@@ -87,6 +86,18 @@ def _steps(steps: Iterable[Step]) -> Iterable[Step]:
             yield from _steps(step.body)
 
 
+def _check_slot(host: RunHost, name: str) -> None:
+    """``ConfigError`` unless ``host`` has the model slot ``name``.
+
+    The harness's slots (and the model types they name) are imported here, by a workflow
+    that uses a model only: checking a run of ``execute`` steps, such as a resume through
+    the CLI, imports none of the harness.
+    """
+    from little_workflow.harness._slots import resolve_slot
+
+    resolve_slot(host.model_slots, name)
+
+
 def check_callables(
     host: RunHost, version: WorkflowVersion, *, trusted: bool | None = None
 ) -> None:
@@ -101,7 +112,7 @@ def check_callables(
     trusted = version.trusted if trusted is None else trusted and version.trusted
     for step in _steps(version.workflow.steps):
         if isinstance(step, DecisionStep) and step.agent is not None:
-            resolve_slot(host.model_slots, step.agent.slot)
+            _check_slot(host, step.agent.slot)
             _check_tools(host, version, step.id, step.agent.tools)
         elif isinstance(step, ExecuteStep | DecisionStep) and step.fn is not None:
             host.functions.check_offered(
@@ -111,9 +122,9 @@ def check_callables(
         elif isinstance(step, ToolStep):
             _check_tools(host, version, step.id, (step.tool,))
         if isinstance(step, ExecuteStep | ToolStep) and step.fixer is not None:
-            resolve_slot(host.model_slots, step.fixer.slot)
+            _check_slot(host, step.fixer.slot)
         if isinstance(step, AgentStep):
-            resolve_slot(host.model_slots, step.slot)
+            _check_slot(host, step.slot)
             _check_tools(host, version, step.id, step.tools)
     for child in version.children.values():
         check_callables(host, child)

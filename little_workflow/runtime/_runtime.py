@@ -17,7 +17,6 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import timedelta
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from little_workflow._deltas import DEFAULT_BUFFER, DeltaStream
@@ -27,20 +26,10 @@ from little_workflow.events import RunStatus
 from little_workflow.ids import new_id, validate_id
 from little_workflow.lwir import AgentStep, RetryPolicy, Workflow, parse_workflow
 from little_workflow.runtime._cancel import CancelOutcome, cancel_run, lease_holder
-from little_workflow.runtime._code_fork import fork_code_run
-from little_workflow.runtime._code_program import (
-    code_workflow,
-    is_code_run,
-    load_code_program,
-    run_code,
-    submit_code,
-)
 from little_workflow.runtime._fork import SAME_INPUT, fork_run
 from little_workflow.runtime._gc import FINISHED, GcReport, collect_garbage
 from little_workflow.runtime._host import SubRunner
-from little_workflow.runtime._input_check import check_input
 from little_workflow.runtime._launch import Launcher, Program, RunResult, result_of
-from little_workflow.runtime._liveness import interrupted_runs, waiting_runs
 from little_workflow.runtime._lwir_program import (
     LwirProgram,
     ReplayResult,
@@ -50,48 +39,31 @@ from little_workflow.runtime._lwir_program import (
     replay_run,
     submit_version,
 )
-from little_workflow.runtime._outer import (
-    OuterLoopManifest,
-    OuterLoopOutcome,
-    Supervise,
-    run_outer_loop,
-)
-from little_workflow.runtime._outer import status as outer_loop_status
-from little_workflow.runtime._queues import QueueInfo, check_queue, list_queues
-from little_workflow.runtime._resources import RunResources
 from little_workflow.runtime._run_lock import locked
-from little_workflow.runtime._schedules import (
-    CatchUp,
-    Schedule,
-    add_schedule,
-    list_schedules,
-    remove_schedule,
-    resolve_workflow,
-    set_paused,
-)
-from little_workflow.runtime._state import RunState, fold, read_state
-from little_workflow.runtime._stuck import StuckRun, find_stuck_runs
-from little_workflow.runtime._waits import SendResult
-from little_workflow.runtime._waits import send as send_event
+from little_workflow.runtime._settings import RuntimeSettings
+from little_workflow.runtime._state import RunState, fold, is_code_run, read_state
 from little_workflow.runtime._workflows import WorkflowVersion
 from little_workflow.storage import (
     DEFAULT_QUEUE,
     Claim,
-    Limit,
-    Rate,
     RunInfo,
     fenced,
 )
 
 if TYPE_CHECKING:
     # The harness is imported when a tool is registered or first looked up (``toolset``):
-    # a run of ``execute`` steps, such as most resumes, never needs it.
+    # a run of ``execute`` steps, such as most resumes, never needs it. Code-first runs,
+    # outer loops, waits and stuck runs are imported by the methods that use them, so
+    # that a resume through the CLI imports none of them.
     from little_workflow.harness._slots import ModelSlot
+    from little_workflow.runtime._outer import OuterLoopManifest, OuterLoopOutcome, Supervise
+    from little_workflow.runtime._stuck import StuckRun
+    from little_workflow.runtime._waits import SendResult
 
 __all__ = ["CancelOutcome", "ReplayResult", "RunResult", "Runtime"]
 
 
-class Runtime(RunResources):
+class Runtime(RuntimeSettings):
     """Runs LWIR workflows durably. Use ``async with Runtime(...) as rt:``.
 
     ``data_dir`` holds the embedded store, locks and run scratch. ``store`` picks
@@ -123,6 +95,8 @@ class Runtime(RunResources):
 
         async def load(state: RunState) -> Program:
             if is_code_run(state):
+                from little_workflow.runtime._code_program import load_code_program
+
                 return load_code_program(self, state)
             version = await self.catalog.load(state.workflow_version_id)
             return LwirProgram(self, version, runner)
@@ -153,6 +127,8 @@ class Runtime(RunResources):
         resumes that run instead (so re-running a command after a crash is safe); for
         other workflow or input it raises ``ConfigError`` (``run_id_conflict``).
         """
+        from little_workflow.runtime._code_program import code_workflow, run_code
+
         code = code_workflow(workflow)
         if code is not None or callable(workflow):
             function = code or cast("Callable[..., Any]", workflow)
@@ -173,6 +149,8 @@ class Runtime(RunResources):
         self, workflow: Workflow | str | os.PathLike[str], input: object
     ) -> tuple[WorkflowVersion, JsonValue]:
         """Check ``input``, resolve and pin ``workflow``: what starting a run needs first."""
+        from little_workflow.runtime._input_check import check_input
+
         model, source = load_model(workflow)
         dumps(input, where="run input")  # plain JSON and valid Unicode, or InvalidValueError
         # Before the store is opened: an input no run could complete with leaves nothing.
@@ -244,6 +222,9 @@ class Runtime(RunResources):
         what a resume requires. ``supervise(cycle)`` returns ``Done(final_output)`` or
         ``Continue(summary)``, sync or async.
         """
+        from little_workflow.runtime._input_check import check_input
+        from little_workflow.runtime._outer import run_outer_loop
+
         dumps(input, where="outer loop input")
         check_input(workflow, {"input": cast(JsonValue, input), "cycle": 1, "previous": []})
         with self.sync_threads.bound():
@@ -259,7 +240,9 @@ class Runtime(RunResources):
 
     def outer_loop_status(self, outer_loop_id: str) -> OuterLoopManifest:
         """The manifest of outer loop ``outer_loop_id``."""
-        return outer_loop_status(self, outer_loop_id)
+        from little_workflow.runtime._outer import status
+
+        return status(self, outer_loop_id)
 
     async def submit(
         self,
@@ -278,6 +261,9 @@ class Runtime(RunResources):
         queues it if it is not yet (a submit interrupted between the two writes), and
         changes nothing else.
         """
+        from little_workflow.runtime._code_program import code_workflow, submit_code
+        from little_workflow.runtime._queues import check_queue
+
         code = code_workflow(workflow)
         if code is not None or callable(workflow):
             function = code or cast("Callable[..., Any]", workflow)
@@ -288,89 +274,6 @@ class Runtime(RunResources):
         return await submit_version(
             self.events, self.queue, version, run_input, run_id=run_id, queue_name=queue_name
         )
-
-    async def set_queue(
-        self, name: str, *, concurrency: int | None = None, rate: Rate | None = None
-    ) -> QueueInfo:
-        """Store queue ``name``'s limits, replacing any before: at most ``concurrency`` of
-        its runs held by workers at once, at most ``rate`` claims (``storage/_limits.py``).
-        Every worker of the store enforces them from its next claim."""
-        await self.open()
-        limit = Limit(concurrency=concurrency, rate=rate)
-        await self.queue.set_limit("queue", name, limit)
-        return QueueInfo(name=name, limit=limit)
-
-    async def queues(self) -> list[QueueInfo]:
-        """Every queue and its limits, ``default`` included."""
-        await self.open()
-        return await list_queues(self.queue)
-
-    async def remove_queue(self, name: str) -> bool:
-        """Forget queue ``name``'s limits (its queued runs are then claimed unlimited)."""
-        await self.open()
-        return await self.queue.remove_limit("queue", name)
-
-    async def set_model_limit(
-        self, slot: str, *, concurrency: int | None = None, rate: Rate | None = None
-    ) -> None:
-        """Store model slot ``slot``'s limits: at most ``concurrency`` calls through it at
-        once and ``rate`` calls, across every process of the store (``_model_limits``)."""
-        await self.open()
-        await self.queue.set_limit("model", slot, Limit(concurrency=concurrency, rate=rate))
-
-    async def model_limits(self) -> dict[str, Limit]:
-        """The model slots that have limits, and their limits."""
-        await self.open()
-        return await self.queue.limits("model")
-
-    async def remove_model_limit(self, slot: str) -> bool:
-        """Forget model slot ``slot``'s limits; whether it had any."""
-        await self.open()
-        return await self.queue.remove_limit("model", slot)
-
-    async def add_schedule(
-        self,
-        name: str,
-        *,
-        cron: str,
-        workflow: str | os.PathLike[str],
-        input: object = None,
-        tz: str = "UTC",
-        catch_up: CatchUp = "latest",
-    ) -> Schedule:
-        """Store a schedule: the workers start a run of ``workflow`` with ``input`` at
-        each tick of ``cron`` (read in ``tz``), exactly once (``runtime/_schedules.py``).
-
-        ``workflow`` is a workflow file (kept by its absolute path, re-read at each
-        tick) or ``module:function``. An invalid name, cron expression, time zone or
-        input raises ``InvalidInputError`` (``RunInputError`` for an input that does not
-        fit the workflow), an existing name ``ConfigError``; then nothing is stored.
-        """
-        dumps(input, where="schedule input")
-        target = resolve_workflow(Path(workflow) if isinstance(workflow, os.PathLike) else workflow)
-        run_input: JsonValue = input  # type: ignore[assignment]
-        schedule = Schedule(
-            name=name, cron=cron, workflow=target, input=run_input, tz=tz, catch_up=catch_up
-        )
-        check_input(target, input)  # as the workflow is now: not refused at every tick
-        return await add_schedule(self, schedule)
-
-    async def list_schedules(self) -> list[Schedule]:
-        """Every schedule, by name."""
-        return await list_schedules(self)
-
-    async def remove_schedule(self, name: str) -> None:
-        """Delete the schedule ``name`` (the runs it started stay)."""
-        await remove_schedule(self, name)
-
-    async def pause_schedule(self, name: str) -> Schedule:
-        """Start no more ticks of ``name`` until ``resume_schedule``."""
-        return await set_paused(self, name, True)
-
-    async def resume_schedule(self, name: str) -> Schedule:
-        """Start ``name``'s ticks again, from now on (the ticks missed while paused never
-        run)."""
-        return await set_paused(self, name, False)
 
     async def execute_claim(
         self, claim: Claim, *, sub_runner: SubRunner | None = None
@@ -437,6 +340,9 @@ class Runtime(RunResources):
         See docs/runtime.md, "Fork". Raises ``InvalidForkPointError`` (nothing written)
         when ``at`` cannot be a fork point.
         """
+        from little_workflow.runtime._code_fork import fork_code_run
+        from little_workflow.runtime._code_program import code_workflow
+
         await self.open()
         source = await self.events.read(validate_id(source_run_id, what="run id"))
         code = code_workflow(workflow) if workflow is not None else None
@@ -523,22 +429,30 @@ class Runtime(RunResources):
         ``key`` twice delivers once (docs/waits.md). Refused with nothing written:
         ``EventPayloadError`` (the wait's schema), ``EventRefusedError`` (the run no longer
         waits for it), ``ConfigError`` ``run_not_found``."""
+        from little_workflow.runtime._waits import send
+
         await self.open()
-        return await send_event(self, run_id, event, data, key=key)
+        return await send(self, run_id, event, data, key=key)
 
     async def stuck_runs(self) -> list[StuckRun]:
         """Runs nobody drives that need a look: expired leases, intents without outcome."""
+        from little_workflow.runtime._stuck import find_stuck_runs
+
         return await find_stuck_runs(self)
 
     async def interrupted_runs(self, runs: Sequence[RunInfo]) -> dict[str, str]:
         """Of ``runs``, the unfinished ones nobody drives now (their process died): run id
         -> one line saying why. Derived, never recorded (``runtime/_liveness.py``)."""
+        from little_workflow.runtime._liveness import interrupted_runs
+
         await self.open()
         return await interrupted_runs(self, runs)
 
     async def waiting_runs(self, runs: Sequence[RunInfo]) -> dict[str, dict[str, JsonValue]]:
         """Of ``runs``, the ones parked at a wait that nobody drives now: run id -> what it
         waits for (``{"path", "kind", "event", "since", "wakeAt"}``, docs/waits.md)."""
+        from little_workflow.runtime._liveness import waiting_runs
+
         await self.open()
         return await waiting_runs(self, runs)
 

@@ -11,12 +11,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from little_workflow.errors import ConfigError
-from little_workflow.harness._slots import ModelSlot
 from little_workflow.lwir import Workflow
 from little_workflow.references import import_reference
+
+if TYPE_CHECKING:
+    # Only a type here: the CLI imports this module for every command that runs, and a
+    # run without models (such as most resumes) need not import the harness.
+    from little_workflow.harness._slots import ModelSlot
 
 __all__ = ["RuntimeSetup", "load_setup"]
 

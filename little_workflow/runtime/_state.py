@@ -52,6 +52,7 @@ if TYPE_CHECKING:
     from little_workflow.storage import PayloadLog
 
 __all__ = [
+    "CODE_VERSION_PREFIX",
     "CallRecord",
     "ReceivedEvent",
     "RunState",
@@ -62,12 +63,18 @@ __all__ = [
     "apply",
     "apply_event",
     "fold",
+    "is_code_run",
     "read_state",
     "scope_key",
     "unfinished_sub_runs",
 ]
 
 StepStatus = Literal["running", "completed", "failed"]
+
+#: A code-first run's ``workflowVersionId`` is this prefix and the qualified name. Here,
+#: not with the code-first API, so that resuming an LWIR run can tell it is one without
+#: importing that API (``_runtime.py``, ``tests/test_lazy_imports.py``).
+CODE_VERSION_PREFIX = "code:"
 
 
 @dataclass(slots=True, kw_only=True)
@@ -553,3 +560,8 @@ def unfinished_sub_runs(state: RunState) -> list[str]:
                 if isinstance(sub_run_id, str):
                     found.append(sub_run_id)
     return found
+
+
+def is_code_run(state: RunState) -> bool:
+    """Whether ``state`` is a run of a code-first workflow."""
+    return state.workflow_version_id.startswith(CODE_VERSION_PREFIX)
