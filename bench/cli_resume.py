@@ -45,6 +45,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bench._library import export_library
+
 REPO = Path(__file__).resolve().parent.parent
 TARGET_S = 0.3
 
@@ -246,18 +248,6 @@ class Bench:
             print(verdict)
 
 
-def _export(revision: str, target: Path) -> Path:
-    """``revision``'s ``little_workflow/`` under ``target``, for ``PYTHONPATH``."""
-    target.mkdir(parents=True)
-    archive = subprocess.run(
-        ["git", "-C", str(REPO), "archive", "--format=tar", revision, "little_workflow"],
-        capture_output=True,
-        check=True,
-    )
-    subprocess.run(["tar", "-x", "-C", str(target)], input=archive.stdout, check=True)
-    return target
-
-
 def main(rounds: int, steps: int, revision: str | None) -> None:
     base = REPO / ".bench-data"
     base.mkdir(exist_ok=True)
@@ -273,7 +263,7 @@ def main(rounds: int, steps: int, revision: str | None) -> None:
         _raw_template(work / "raw.db", steps)
         trees = [Tree(label="working tree", library=None, template=work / "template")]
         if revision is not None:
-            library = _export(revision, work / "lw-src")
+            library = export_library(revision, work / "lw-src")
             trees.append(Tree(label=revision, library=library, template=work / "template-rev"))
         for tree in trees:
             _killed_template(tree, work, steps)

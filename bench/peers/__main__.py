@@ -44,6 +44,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from bench._library import export_library
 from bench.peers._common import SCHEMA_PREFIX, Job, count_calls, drop_schema
 
 REPO = Path(__file__).resolve().parents[2]
@@ -495,7 +496,7 @@ def main(argv: list[str] | None = None) -> int:
             variants.append(variant)
     root = Path(tempfile.mkdtemp(prefix="bench-peers-", dir=args.dir))
     if args.lw_rev is not None:
-        _LIBRARY.append(str(_export(args.lw_rev, root / "lw-src")))
+        _LIBRARY.append(str(export_library(args.lw_rev, root / "lw-src")))
     plan = Plan(
         rounds=rounds,
         steps=steps,
@@ -537,22 +538,6 @@ def main(argv: list[str] | None = None) -> int:
     if args.json is not None:
         args.json.write_text(json.dumps({"values": results.values, "failures": results.failures}))
     return 1 if results.failures else 0
-
-
-def _export(revision: str, target: Path) -> Path:
-    """``little_workflow/`` as of ``revision``, unpacked under ``target``.
-
-    The children put ``target`` first on ``PYTHONPATH``, ahead of the editable install:
-    a run measures one fixed library even while the working tree is being edited.
-    """
-    target.mkdir(parents=True)
-    archive = subprocess.run(
-        ["git", "-C", str(REPO), "archive", "--format=tar", revision, "little_workflow"],
-        capture_output=True,
-        check=True,
-    )
-    subprocess.run(["tar", "-x", "-C", str(target)], input=archive.stdout, check=True)
-    return target
 
 
 def _versions() -> str:
