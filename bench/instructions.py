@@ -66,17 +66,26 @@ def count(src: Path, steps: int, synchronous: str, step: str = "sync", runs: int
             )
         )
     try:
-        done = subprocess.run(
-            ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null",
-             sys.executable, driver.name],
-            capture_output=True, text=True, check=True, timeout=1800,
-        )  # fmt: skip
+        _, instructions = callgrind([sys.executable, driver.name])
     finally:
         os.unlink(driver.name)
+    return instructions
+
+
+def callgrind(
+    command: list[str], env: dict[str, str] | None = None, timeout: float = 1800
+) -> tuple[str, int]:
+    """``command``'s stdout and the instructions it ran, counted by callgrind."""
+    done = subprocess.run(
+        ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", *command],
+        capture_output=True, text=True, check=False, timeout=timeout, env=env,
+    )  # fmt: skip
+    if done.returncode != 0:
+        raise SystemExit(f"{command} failed under callgrind:\n{done.stderr[-3000:]}")
     found = re.search(r"Collected : (\d+)", done.stderr)
     if found is None:
         raise SystemExit(f"no instruction count in valgrind's output:\n{done.stderr[-2000:]}")
-    return int(found.group(1))
+    return done.stdout, int(found.group(1))
 
 
 def main() -> None:

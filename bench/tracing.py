@@ -50,6 +50,7 @@ from pathlib import Path
 from typing import Any
 
 from bench._library import REPO, export_library
+from bench.instructions import callgrind
 
 WORKLOADS = ("steps", "model")
 
@@ -62,8 +63,8 @@ PAIRS: tuple[tuple[str, str, str], ...] = (
 #: The child: one chain of ``steps`` steps (``time``: also raw commits) in a fresh store.
 #: It runs against whichever ``little_workflow`` is first on ``sys.path``.
 _DRIVER = r"""
-import asyncio, json, sqlite3, statistics, sys, tempfile, time
-sys.path.insert(0, SRC)
+import asyncio, json, statistics, sys, tempfile, time
+sys.path[:0] = [SRC, REPO]
 if TRACING:
     from opentelemetry import trace
     from opentelemetry.sdk.trace import TracerProvider
@@ -96,24 +97,6 @@ def chain(name, count):
     body.append(OutputStep(id="out", value=f"${{steps.s{count - 1}.output}}"))
     return Workflow(name=name, steps=body)
 
-def raw_commits(path, count):
-    conn = sqlite3.connect(path)
-    conn.execute("PRAGMA journal_mode = WAL")
-    conn.execute("PRAGMA synchronous = FULL")
-    conn.execute("CREATE TABLE IF NOT EXISTS events (run_id TEXT NOT NULL, seq INTEGER NOT NULL,"
-                 " type TEXT NOT NULL, ts REAL NOT NULL, data TEXT NOT NULL,"
-                 " PRIMARY KEY (run_id, seq)) WITHOUT ROWID")
-    (first,) = conn.execute("SELECT COALESCE(MAX(seq), 0) FROM events").fetchone()
-    start = time.perf_counter()
-    for offset in range(1, count + 1):
-        data = json.dumps({"stepPath": f"s{offset}", "output": {"index": offset}})
-        conn.execute("INSERT INTO events VALUES (?, ?, ?, ?, ?)",
-                     ("raw", first + offset, "StepCompleted", time.time(), data))
-        conn.commit()
-    elapsed = time.perf_counter() - start
-    conn.close()
-    return elapsed / count * 1e6
-
 async def main():
     folder = tempfile.mkdtemp(dir=DATA)
     runtime = Runtime(
@@ -127,6 +110,7 @@ async def main():
     async with runtime:
         await runtime.run(chain("warm", 10), None, run_id="warm")
         if MODE == "time":
+            from bench.steps import raw_commits
             raw_commits(folder + "/raw.db", 50)
             before = raw_commits(folder + "/raw.db", STEPS)
             start = time.perf_counter()
@@ -163,6 +147,7 @@ class Child:
             "MODE": self.mode,
             "SYNCHRONOUS": self.synchronous,
             "DATA": str(data),
+            "REPO": str(REPO),
         }
         header = "".join(f"{name} = {value!r}\n" for name, value in settings.items())
         return header + _DRIVER
@@ -173,24 +158,22 @@ def run_child(child: Child, data: Path) -> tuple[dict[str, Any], int | None]:
     with tempfile.NamedTemporaryFile("w", suffix=".py", dir=data, delete=False) as driver:
         driver.write(child.script(data))
     command = [sys.executable, driver.name]
-    if child.mode == "count":
-        command = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", *command]
     env = {**os.environ, "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1"}
+    instructions = None
     try:
-        done = subprocess.run(
-            command, capture_output=True, text=True, check=False, timeout=3600, env=env
-        )
+        if child.mode == "count":
+            stdout, instructions = callgrind(command, env=env, timeout=3600)
+        else:
+            done = subprocess.run(
+                command, capture_output=True, text=True, check=False, timeout=3600, env=env
+            )
+            if done.returncode != 0:
+                raise SystemExit(f"the child failed ({child}):\n{done.stderr[-3000:]}")
+            stdout = done.stdout
     finally:
         os.unlink(driver.name)
-    if done.returncode != 0:
-        raise SystemExit(f"the child failed ({child}):\n{done.stderr[-3000:]}")
-    report: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
-    if child.mode != "count":
-        return report, None
-    for line in done.stderr.splitlines():
-        if "Collected : " in line:
-            return report, int(line.rsplit(":", 1)[1])
-    raise SystemExit(f"no instruction count in valgrind's output:\n{done.stderr[-2000:]}")
+    report: dict[str, Any] = json.loads(stdout.strip().splitlines()[-1])
+    return report, instructions
 
 
 def check_report(child: Child, report: dict[str, Any]) -> None:
@@ -222,7 +205,10 @@ def per_step(src: Path, workload: str, sizes: Sizes, tracing: bool, data: Path) 
 
 
 def counts(
-    workloads: Sequence[str], sizes: dict[str, Sizes], data: Path, pairs: Sequence[Any]
+    workloads: Sequence[str],
+    sizes: dict[str, Sizes],
+    data: Path,
+    pairs: Sequence[tuple[str, str, str]],
 ) -> list[str]:
     """Lines of the instruction table: each pair, then the working tree off and on."""
     jobs: list[tuple[str, str, Path, bool]] = []  # (workload, label, src, tracing)
