@@ -57,6 +57,16 @@ def _host(root: Path, transport: str, address: str, phase: str) -> subprocess.Po
     )
 
 
+def _stop(host: subprocess.Popen[str]) -> str:
+    """How ``host`` ended (killed here if it had not), with what it wrote."""
+    alive = host.poll() is None
+    if alive:
+        host.kill()
+    out, err = host.communicate(timeout=10)
+    state = "still running (killed)" if alive else f"exited {host.returncode}"
+    return f"second host {state}; stdout:\n{out}\nstderr:\n{err}"
+
+
 async def _report(host: subprocess.Popen[str]) -> dict[str, Any]:
     assert host.stdout is not None
     line = await asyncio.wait_for(asyncio.to_thread(host.stdout.readline), 60)
@@ -91,24 +101,29 @@ async def test_a_host_crash_loses_and_repeats_no_frame(tmp_path: Path, transport
     frames: list[Any] = []
     second: subprocess.Popen[str] | None = None
     try:
-        async with asyncio.timeout(180):
-            async for received in client.frames():
-                seqs.append(received.seq)
-                frames.append(json.loads(received.frame))
-                assert received.seq is not None
-                await client.ack(received.seq)
-                if len(seqs) == kill_at:
-                    first.send_signal(signal.SIGKILL)
-                    assert first.wait(timeout=10) == -signal.SIGKILL
-                    assert is_alive(child), f"the child died with its host {where}"
-                    second = _host(tmp_path, transport, address, "second")
-                    # The child holds its last frame until now, so that it cannot have
-                    # finished before its host was killed, however slow this client.
-                    (tmp_path / "release").touch()
-                if len(seqs) in disconnect_at:
-                    await client.reconnect()
-                if len(seqs) == COUNT:
-                    break
+        try:
+            async with asyncio.timeout(180):
+                async for received in client.frames():
+                    seqs.append(received.seq)
+                    frames.append(json.loads(received.frame))
+                    assert received.seq is not None
+                    await client.ack(received.seq)
+                    if len(seqs) == kill_at:
+                        first.send_signal(signal.SIGKILL)
+                        assert first.wait(timeout=10) == -signal.SIGKILL
+                        assert is_alive(child), f"the child died with its host {where}"
+                        second = _host(tmp_path, transport, address, "second")
+                        # The child holds its last frame until now, so that it cannot have
+                        # finished before its host was killed, however slow this client.
+                        (tmp_path / "release").touch()
+                    if len(seqs) in disconnect_at:
+                        await client.reconnect()
+                    if len(seqs) == COUNT:
+                        break
+        except TimeoutError:
+            # The client redials until it is cut off: what the second host said is why.
+            said = "no second host" if second is None else _stop(second)
+            raise AssertionError(f"{len(seqs)} frames in 180 s {where}; {said}") from None
         assert second is not None
         found = await _report(second)
         out, err = finish(second, timeout=60)
