@@ -100,6 +100,7 @@ async def test_a_host_crash_loses_and_repeats_no_frame(tmp_path: Path, transport
     seqs: list[int | None] = []
     frames: list[Any] = []
     second: subprocess.Popen[str] | None = None
+    found: dict[str, Any] = {}
     try:
         try:
             async with asyncio.timeout(180):
@@ -113,8 +114,10 @@ async def test_a_host_crash_loses_and_repeats_no_frame(tmp_path: Path, transport
                         assert first.wait(timeout=10) == -signal.SIGKILL
                         assert is_alive(child), f"the child died with its host {where}"
                         second = _host(tmp_path, transport, address, "second")
-                        # The child holds its last frame until now, so that it cannot have
-                        # finished before its host was killed, however slow this client.
+                        found = await _report(second)
+                        # The child holds its last frame until the new host has found it:
+                        # released sooner, it could finish (and so not be live) before a
+                        # slow new host looks, however slow this client.
                         (tmp_path / "release").touch()
                     if len(seqs) in disconnect_at:
                         await client.reconnect()
@@ -125,7 +128,6 @@ async def test_a_host_crash_loses_and_repeats_no_frame(tmp_path: Path, transport
             said = "no second host" if second is None else _stop(second)
             raise AssertionError(f"{len(seqs)} frames in 180 s {where}; {said}") from None
         assert second is not None
-        found = await _report(second)
         out, err = finish(second, timeout=60)
         assert second.returncode == 0, f"second host failed {where}:\n{err}"
     finally:
